@@ -1,0 +1,169 @@
+"""Session supervisor: runs one session's command under a hard time limit, like Kaggle does.
+
+Started detached by `start_session`, it outlives the orchestrator, so a session's limit holds
+even while the orchestrator is down. At the limit it sends SIGTERM to the session's process group,
+then SIGKILL after the grace period. A session that hit its limit loses its output, as on Kaggle:
+its `working/` is deleted. The outcome goes to `status.json`, written atomically, last.
+
+Usage: python -m orchestrator.backends.supervisor SESSION_ROOT
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from worker.contract import write_json_atomic
+
+SESSION_FILE = "session.json"
+STATUS_FILE = "status.json"
+PID_FILE = "supervisor.pid"
+LOG_FILE = "log.txt"
+WORKING_DIR = "working"
+_POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """What the supervisor runs: written by the launcher before the supervisor starts."""
+
+    command: list[str]
+    limit_seconds: float
+    grace_seconds: float
+    env: dict[str, str]
+    cwd: str = "."  # relative to the session root
+
+    @classmethod
+    def read(cls, root: Path) -> SessionPlan:
+        return cls(**json.loads((root / SESSION_FILE).read_text()))
+
+
+@dataclass(frozen=True)
+class SessionExit:
+    """status.json: how the session's process ended."""
+
+    exit_code: int | None
+    timed_out: bool
+    killed: bool
+    cancelled: bool
+    started_at: float
+    ended_at: float
+    output_dropped: bool
+
+    @classmethod
+    def read(cls, root: Path) -> SessionExit | None:
+        try:
+            data: dict[str, Any] = json.loads((root / STATUS_FILE).read_text())
+        except FileNotFoundError:
+            return None
+        return cls(**data)
+
+
+# A session inherits only these from the orchestrator: never its tokens or keys.
+_INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+
+
+def _base_environment() -> dict[str, str]:
+    return {key: os.environ[key] for key in _INHERITED_ENV if key in os.environ}
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+class _Requests:
+    """Flags set by signal handlers; the supervision loop acts on them."""
+
+    def __init__(self) -> None:
+        self.cancel = False
+        self.stop = False
+        signal.signal(signal.SIGTERM, self._on_cancel)
+        signal.signal(signal.SIGUSR1, self._on_stop)
+
+    def _on_cancel(self, signum: int, frame: object) -> None:
+        self.cancel = True
+
+    def _on_stop(self, signum: int, frame: object) -> None:
+        self.stop = True
+
+
+def _wait_until(proc: subprocess.Popen[bytes], deadline: float, requests: _Requests) -> bool:
+    """Wait for the process to exit or the deadline; True if it exited."""
+    while time.monotonic() < deadline and not requests.cancel:
+        if requests.stop:
+            # A graceful stop: the worker sets its stop flag and commits before exiting.
+            requests.stop = False
+            _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=min(_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+            return True
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.poll() is not None
+
+
+def supervise(root: Path) -> SessionExit:
+    """Run the session to its end; SIGTERM to the supervisor cancels, SIGUSR1 asks a stop."""
+    plan = SessionPlan.read(root)
+    requests = _Requests()
+    started_at = time.time()
+    limit_at = time.monotonic() + plan.limit_seconds
+    with open(root / LOG_FILE, "ab") as log:
+        proc = subprocess.Popen(
+            plan.command,
+            cwd=root / plan.cwd,
+            env={**_base_environment(), **plan.env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    timed_out = killed = False
+    if not _wait_until(proc, limit_at, requests):
+        if requests.cancel:
+            killed = True
+            _signal_group(proc.pid, signal.SIGKILL)
+        else:
+            timed_out = True
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=plan.grace_seconds)
+            except subprocess.TimeoutExpired:
+                killed = True
+                _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+    dropped = timed_out or requests.cancel
+    if dropped:
+        shutil.rmtree(root / WORKING_DIR, ignore_errors=True)
+    result = SessionExit(
+        exit_code=proc.returncode,
+        timed_out=timed_out,
+        killed=killed,
+        cancelled=requests.cancel,
+        started_at=started_at,
+        ended_at=time.time(),
+        output_dropped=dropped,
+    )
+    write_json_atomic(root / STATUS_FILE, asdict(result))
+    return result
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1]).resolve()
+    supervise(root)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,153 @@
+"""The worker contract: the segment spec a session reads and the result it writes.
+
+Shared by the orchestrator (which writes specs and reads results) and the worker (which does the
+reverse). Standard library only: the orchestrator must not need torch, and this file travels into
+Kaggle kernels.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SEGMENT_FILE = "segment.json"
+RESULT_FILE = "result.json"
+CHECKPOINT_DIR = "checkpoint"
+MANIFEST_FILE = "manifest.json"
+
+
+class Outcome:
+    """How a segment ended, as the worker reports it in result.json."""
+
+    COMPLETED = "completed"  # reached total_steps; checkpoint committed
+    DEADLINE = "deadline"  # stopped before the session deadline; checkpoint committed
+    STOPPED = "stopped"  # stop flag (SIGTERM) set; checkpoint committed
+    FAILED = "failed"  # an exception; nothing committed
+    REJECTED = "rejected"  # the resume checkpoint was missing, corrupt or stale
+
+    COMMITTED = frozenset({COMPLETED, DEADLINE, STOPPED})
+
+
+@dataclass(frozen=True)
+class ExpectedCheckpoint:
+    """What the resume checkpoint's manifest must say; anything else is stale or foreign."""
+
+    job_id: str
+    segment_index: int
+    step: int
+
+
+@dataclass(frozen=True)
+class Estimates:
+    """Costs measured in earlier segments, used by the deadline rule before this one measures."""
+
+    save_seconds: float | None = None
+    upload_seconds: float = 0.0
+    exit_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class MarginPolicy:
+    """Deadline margin: stop when now + k*ema(step) + save + upload + exit + safety > deadline."""
+
+    k_steps: float = 2.0
+    safety_seconds: float = 1.0
+
+
+@dataclass(frozen=True)
+class SegmentSpec:
+    """Everything a session needs to run one segment of a job."""
+
+    job_id: str
+    segment_index: int
+    trainer: str  # import path "package.module:ClassName"
+    config: dict[str, Any]
+    total_steps: int
+    limit_seconds: float
+    seed: int = 0
+    margin: MarginPolicy = field(default_factory=MarginPolicy)
+    estimates: Estimates = field(default_factory=Estimates)
+    # Relative to the session root; None for the first segment.
+    resume_path: str | None = None
+    expect: ExpectedCheckpoint | None = None
+    output_dir: str = "working"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SegmentSpec:
+        data = dict(data)
+        data["margin"] = MarginPolicy(**data.get("margin", {}))
+        data["estimates"] = Estimates(**data.get("estimates", {}))
+        expect = data.get("expect")
+        data["expect"] = ExpectedCheckpoint(**expect) if expect else None
+        return cls(**data)
+
+    @classmethod
+    def read(cls, path: Path) -> SegmentSpec:
+        return cls.from_dict(json.loads(path.read_text()))
+
+
+@dataclass
+class Timings:
+    """Seconds spent in each phase of a session, measured by the worker."""
+
+    startup: float = 0.0  # process start until the worker's main began (imports, interpreter)
+    load: float = 0.0  # trainer setup plus checkpoint load
+    train: float = 0.0  # inside training steps
+    save: float = 0.0  # checkpoint commit
+    upload: float = 0.0  # publishing the checkpoint (Kaggle); 0 locally
+    total: float = 0.0  # process start until result.json was written
+
+
+@dataclass
+class SegmentResult:
+    """result.json: what a session reports back."""
+
+    job_id: str
+    segment_index: int
+    outcome: str
+    start_step: int
+    end_step: int
+    limit_seconds: float
+    timings: Timings = field(default_factory=Timings)
+    step_time_ema: float | None = None
+    metrics: list[dict[str, float]] = field(default_factory=list)
+    model_digest: str | None = None
+    error: str | None = None
+
+    @property
+    def committed(self) -> bool:
+        return self.outcome in Outcome.COMMITTED
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SegmentResult:
+        data = dict(data)
+        data["timings"] = Timings(**data.get("timings", {}))
+        return cls(**data)
+
+    def write(self, path: Path) -> None:
+        write_json_atomic(path, asdict(self))
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temp file, fsync, then rename, so readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
