@@ -47,6 +47,8 @@ class Estimates:
     save_seconds: float | None = None
     upload_seconds: float = 0.0
     exit_seconds: float = 0.0
+    # The previous segment's step_time_ema: guards the first step, before this one measures.
+    step_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,10 @@ class SegmentResult:
         data = dict(data)
         data["timings"] = Timings(**data.get("timings", {}))
         return cls(**data)
+
+    @classmethod
+    def read(cls, path: Path) -> SegmentResult:
+        return cls.from_dict(json.loads(path.read_text()))
 
     def write(self, path: Path) -> None:
         write_json_atomic(path, asdict(self))

@@ -1,0 +1,1 @@
+"""Backends launch segments as sessions: local processes now, Kaggle kernels next."""

@@ -1,0 +1,141 @@
+"""The local backend: each segment is a supervised subprocess in a Kaggle-shaped directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from orchestrator.backends.base import (
+    Collected,
+    LaunchRejected,
+    LaunchRequest,
+    Quota,
+    SessionStatus,
+)
+from orchestrator.backends.sessions import (
+    SessionState,
+    cancel_session,
+    session_state,
+    start_session,
+    stop_session,
+)
+from orchestrator.backends.supervisor import LOG_FILE, WORKING_DIR, SessionExit, SessionPlan
+from worker.contract import (
+    CHECKPOINT_DIR,
+    RESULT_FILE,
+    SEGMENT_FILE,
+    ExpectedCheckpoint,
+    SegmentResult,
+)
+from worker.manifest import CorruptCheckpoint, verify_checkpoint
+
+INPUT_DIR = "input"
+_STATUS = {
+    SessionState.RUNNING: SessionStatus.RUNNING,
+    SessionState.FINISHED: SessionStatus.FINISHED,
+    SessionState.LOST: SessionStatus.LOST,
+    SessionState.NOT_STARTED: SessionStatus.LOST,
+}
+
+
+def link_or_copy_tree(source: Path, target: Path) -> None:
+    """Hard-link a checkpoint's files (instant, no extra space), copying across filesystems."""
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=link)
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, sessions_dir: Path, *, python: str | None = None, grace_seconds: float = 5.0):
+        self.sessions_dir = sessions_dir
+        self.python = python or sys.executable
+        self.grace_seconds = grace_seconds
+
+    def _root(self, handle: str) -> Path:
+        return self.sessions_dir / handle
+
+    def launch(self, request: LaunchRequest) -> str:
+        root = self._root(request.launch_id)
+        if root.exists():
+            # A launch that died before its supervisor started: nothing runs there.
+            shutil.rmtree(root)
+        (root / WORKING_DIR).mkdir(parents=True)
+        (root / INPUT_DIR).mkdir()
+        spec = request.spec
+        if request.resume_from is not None:
+            if not request.resume_from.is_dir():
+                raise LaunchRejected(f"resume checkpoint {request.resume_from} is missing")
+            link_or_copy_tree(request.resume_from, root / INPUT_DIR / CHECKPOINT_DIR)
+        (root / SEGMENT_FILE).write_text(spec.to_json())
+        python_path = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))
+        plan = SessionPlan(
+            command=[self.python, "-m", "worker", "--root", "."],
+            limit_seconds=spec.limit_seconds,
+            grace_seconds=self.grace_seconds,
+            env={"PYTHONPATH": python_path, "PYTHONUNBUFFERED": "1"},
+        )
+        start_session(root, plan)
+        return request.launch_id
+
+    def find(self, launch_id: str) -> str | None:
+        root = self._root(launch_id)
+        if session_state(root) is SessionState.NOT_STARTED:
+            return None
+        return launch_id
+
+    def status(self, handle: str) -> SessionStatus:
+        return _STATUS[session_state(self._root(handle))]
+
+    def collect(self, handle: str, store: Path) -> Collected:
+        root = self._root(handle)
+        ended = SessionExit.read(root)
+        seconds = ended.ended_at - ended.started_at if ended else None
+        if ended is None or ended.output_dropped:
+            why = "the session was lost"
+            if ended is not None:
+                why = "cancelled" if ended.cancelled else "the session hit its time limit"
+            return Collected(None, None, None, seconds, f"{why}; its output was dropped")
+        try:
+            result = SegmentResult.read(root / WORKING_DIR / RESULT_FILE)
+        except (OSError, ValueError, TypeError) as exc:
+            tail = _log_tail(root)
+            problem = f"no usable {RESULT_FILE} ({exc}); exit code {ended.exit_code}: {tail}"
+            return Collected(None, None, None, seconds, problem)
+        if not result.committed:
+            return Collected(result, None, None, seconds, result.error or result.outcome)
+        expect = ExpectedCheckpoint(result.job_id, result.segment_index, result.end_step)
+        source = root / WORKING_DIR / CHECKPOINT_DIR
+        try:
+            if not store.exists():
+                verify_checkpoint(source, expect)
+                store.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(source, store)
+            manifest = verify_checkpoint(store, expect)
+        except CorruptCheckpoint as exc:
+            return Collected(result, None, None, seconds, f"checkpoint rejected: {exc}")
+        return Collected(result, manifest, store, seconds, None)
+
+    def cancel(self, handle: str) -> None:
+        cancel_session(self._root(handle))
+
+    def request_stop(self, handle: str) -> None:
+        stop_session(self._root(handle))
+
+    def quota(self) -> Quota | None:
+        return None
+
+
+def _log_tail(root: Path, limit: int = 600) -> str:
+    try:
+        return (root / LOG_FILE).read_text(errors="replace")[-limit:].strip()
+    except OSError:
+        return ""

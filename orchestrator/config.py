@@ -1,0 +1,45 @@
+"""Settings, read from BATON_* environment variables (pydantic-settings)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("baton"))
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BATON_", extra="ignore")
+
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    database_url: str | None = None  # default: SQLite in data_dir
+    admin_token: SecretStr | None = None
+    reconcile_interval_seconds: float = Field(default=1.0, gt=0)
+    # Local sessions get SIGKILL this long after SIGTERM at their limit.
+    kill_grace_seconds: float = Field(default=5.0, ge=0)
+    # Python that runs local sessions; it needs the `train` extra (torch).
+    worker_python: str | None = None
+
+    @cached_property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'baton.db'}"
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.data_dir / "sessions"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.data_dir / "checkpoints"
+
+    @property
+    def admin_token_file(self) -> Path:
+        return self.data_dir / "admin-token"

@@ -1,0 +1,208 @@
+"""Lifecycle rules: pure functions from a job's state and an observed event to the next state.
+
+No I/O here. The engine feeds in what it observed (a user action, a segment's end, a launch
+failure, quota) and carries out the returned `Decision` through the compare-and-set writes in
+`transitions.py`. The transition tables are the single source of truth for what may follow what;
+`docs/lifecycle.md` draws them, and a test keeps the drawing honest.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"  # waiting for its next segment to be launched
+    RUNNING = "running"  # a segment is launching or running
+    WAITING = "waiting"  # out of quota until wait_until
+    PAUSED = "paused"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class SegmentState(enum.StrEnum):
+    LAUNCHING = "launching"  # intent recorded; the backend may or may not have started it
+    RUNNING = "running"  # the backend gave a handle
+    SUCCEEDED = "succeeded"  # a checkpoint was committed and collected
+    FAILED = "failed"  # crashed, killed, lost, or its checkpoint was rejected
+    CANCELLED = "cancelled"
+
+
+JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.QUEUED: frozenset(
+        {JobState.RUNNING, JobState.WAITING, JobState.PAUSED, JobState.CANCELLED, JobState.FAILED}
+    ),
+    JobState.RUNNING: frozenset(
+        {
+            JobState.QUEUED,
+            JobState.SUCCEEDED,
+            JobState.FAILED,
+            JobState.PAUSED,
+            JobState.CANCELLED,
+        }
+    ),
+    JobState.WAITING: frozenset({JobState.QUEUED, JobState.PAUSED, JobState.CANCELLED}),
+    JobState.PAUSED: frozenset({JobState.QUEUED, JobState.CANCELLED}),
+    JobState.FAILED: frozenset({JobState.QUEUED}),  # resume: retry with a fresh failure budget
+    JobState.SUCCEEDED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+}
+
+SEGMENT_TRANSITIONS: dict[SegmentState, frozenset[SegmentState]] = {
+    SegmentState.LAUNCHING: frozenset(
+        {SegmentState.RUNNING, SegmentState.FAILED, SegmentState.CANCELLED}
+    ),
+    SegmentState.RUNNING: frozenset(
+        {SegmentState.SUCCEEDED, SegmentState.FAILED, SegmentState.CANCELLED}
+    ),
+    SegmentState.SUCCEEDED: frozenset(),
+    SegmentState.FAILED: frozenset(),
+    SegmentState.CANCELLED: frozenset(),
+}
+
+ACTIVE_SEGMENT_STATES = frozenset({SegmentState.LAUNCHING, SegmentState.RUNNING})
+FINISHED_JOB_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+
+
+def job_transition_allowed(source: JobState, target: JobState) -> bool:
+    return target in JOB_TRANSITIONS[source]
+
+
+def segment_transition_allowed(source: SegmentState, target: SegmentState) -> bool:
+    return target in SEGMENT_TRANSITIONS[source]
+
+
+class ActionConflict(Exception):
+    """A user action that the job's current state does not allow (HTTP 409)."""
+
+
+class UserAction(enum.StrEnum):
+    CANCEL = "cancel"
+    PAUSE = "pause"
+    RESUME = "resume"
+
+
+class SideEffect(enum.StrEnum):
+    CANCEL_SEGMENT = "cancel_segment"  # kill the active session; its output is lost
+    STOP_SEGMENT = "stop_segment"  # ask the active session to commit and exit early
+
+
+@dataclass(frozen=True)
+class JobView:
+    """The parts of a job the rules look at."""
+
+    state: JobState
+    steps_done: int
+    total_steps: int
+    failures: int
+    max_failures: int
+    pause_requested: bool = False
+    has_active_segment: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do: the next state (None: stay), fields to set with it, and side effects."""
+
+    to_state: JobState | None
+    fields: dict[str, Any] = field(default_factory=dict)
+    effects: tuple[SideEffect, ...] = ()
+    event: str = ""
+    message: str | None = None
+
+
+def decide_user_action(job: JobView, action: UserAction) -> Decision:
+    if action is UserAction.CANCEL:
+        return _cancel(job)
+    if action is UserAction.PAUSE:
+        return _pause(job)
+    return _resume(job)
+
+
+def _cancel(job: JobView) -> Decision:
+    if job.state in FINISHED_JOB_STATES:
+        raise ActionConflict(f"job is {job.state}; only unfinished jobs can be cancelled")
+    effects = (SideEffect.CANCEL_SEGMENT,) if job.has_active_segment else ()
+    return Decision(JobState.CANCELLED, {"pause_requested": False}, effects, "cancelled")
+
+
+def _pause(job: JobView) -> Decision:
+    if job.state in (JobState.QUEUED, JobState.WAITING):
+        return Decision(JobState.PAUSED, event="paused")
+    if job.state is JobState.RUNNING and not job.pause_requested:
+        # The running segment commits a checkpoint early; the job pauses when it has ended.
+        return Decision(
+            None, {"pause_requested": True}, (SideEffect.STOP_SEGMENT,), "pause_requested"
+        )
+    raise ActionConflict(f"job is {job.state}" + (" (pause already requested)" * job.pause_requested))
+
+
+def _resume(job: JobView) -> Decision:
+    if job.state is JobState.PAUSED:
+        return Decision(JobState.QUEUED, event="resumed")
+    if job.state is JobState.FAILED:
+        return Decision(JobState.QUEUED, {"failures": 0, "reason": None}, event="resumed")
+    if job.state is JobState.RUNNING and job.pause_requested:
+        return Decision(None, {"pause_requested": False}, event="pause_withdrawn")
+    raise ActionConflict(f"job is {job.state}; only paused or failed jobs can be resumed")
+
+
+@dataclass(frozen=True)
+class SegmentEnd:
+    """What the engine observed when a segment's session ended."""
+
+    committed: bool
+    end_step: int | None
+    reason: str
+
+
+def decide_segment_end(job: JobView, end: SegmentEnd) -> Decision:
+    """A segment ended: finish, chain the next one, pause, or count a failure."""
+    if job.state is not JobState.RUNNING:
+        # Cancelled meanwhile: record the segment, leave the job as the user set it.
+        return Decision(None, event="segment_ended_after_cancel", message=end.reason)
+    if end.committed and end.end_step is not None:
+        done = end.end_step >= job.total_steps
+        fields: dict[str, Any] = {"steps_done": end.end_step, "failures": 0}
+        if done:
+            return Decision(JobState.SUCCEEDED, fields, event="succeeded")
+        return _next_or_pause(job, fields, "segment_committed", end.reason)
+    return _count_failure(job, end.reason)
+
+
+def decide_launch_failure(job: JobView, reason: str) -> Decision:
+    """A launch the backend refused for good (not a transient error)."""
+    return _count_failure(job, reason)
+
+
+def _count_failure(job: JobView, reason: str) -> Decision:
+    failures = job.failures + 1
+    if failures > job.max_failures:
+        message = f"{failures} consecutive failed segments; last: {reason}"
+        fields = {"failures": failures, "reason": message, "pause_requested": False}
+        return Decision(JobState.FAILED, fields, event="failed", message=message)
+    return _next_or_pause(job, {"failures": failures}, "segment_failed", reason)
+
+
+def _next_or_pause(job: JobView, fields: dict[str, Any], event: str, message: str) -> Decision:
+    if job.pause_requested:
+        return Decision(JobState.PAUSED, {**fields, "pause_requested": False}, (), event, message)
+    return Decision(JobState.QUEUED, fields, (), event, message)
+
+
+def decide_quota(job: JobView, refresh_at: datetime | None, now: datetime) -> Decision | None:
+    """Park a queued job until the quota refreshes, or wake a waiting one; None: nothing to do."""
+    if job.state is JobState.QUEUED and refresh_at is not None and refresh_at > now:
+        return Decision(
+            JobState.WAITING,
+            {"wait_until": refresh_at},
+            event="quota_exhausted",
+            message=f"quota spent; resumes after {refresh_at.isoformat()}",
+        )
+    if job.state is JobState.WAITING and (refresh_at is None or refresh_at <= now):
+        return Decision(JobState.QUEUED, {"wait_until": None}, event="quota_refreshed")
+    return None

@@ -1,0 +1,120 @@
+"""The one way state changes reach the database: compare-and-set writes plus an event row.
+
+`UPDATE … WHERE id=:id AND state=:expected`; a rowcount other than 1 means someone else moved the
+row first, and the caller re-reads instead of overwriting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from orchestrator.lifecycle import (
+    JobState,
+    SegmentState,
+    job_transition_allowed,
+    segment_transition_allowed,
+)
+from orchestrator.models import Event, Job, Segment, utcnow
+
+
+class IllegalTransition(Exception):
+    """The transition tables forbid this change."""
+
+
+class StaleState(Exception):
+    """The row was not in the expected state: another writer moved it first."""
+
+
+def record_event(
+    session: Session,
+    job_id: str,
+    kind: str,
+    *,
+    segment_index: int | None = None,
+    from_state: str | None = None,
+    to_state: str | None = None,
+    message: str | None = None,
+) -> None:
+    session.add(
+        Event(
+            job_id=job_id,
+            segment_index=segment_index,
+            kind=kind,
+            from_state=from_state,
+            to_state=to_state,
+            message=message[:4000] if message else None,
+        )
+    )
+
+
+def set_job_state(
+    session: Session,
+    job_id: str,
+    expected: JobState,
+    target: JobState | None,
+    *,
+    event: str,
+    message: str | None = None,
+    **fields: Any,
+) -> None:
+    """Move a job from `expected` to `target` (None: keep the state, update fields only)."""
+    if target is not None and not job_transition_allowed(expected, target):
+        raise IllegalTransition(f"job {job_id}: {expected} -> {target} is not allowed")
+    values: dict[str, Any] = {**fields, "updated_at": utcnow()}
+    if target is not None:
+        values["state"] = target.value
+        if target is JobState.RUNNING:
+            values.setdefault("started_at", utcnow())
+        if target in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
+            values["finished_at"] = utcnow()
+        elif expected is JobState.FAILED:
+            values["finished_at"] = None
+    statement = (
+        update(Job)
+        .where(Job.id == job_id, Job.state == expected.value)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if session.execute(statement).rowcount != 1:  # type: ignore[attr-defined]
+        raise StaleState(f"job {job_id} is no longer {expected}")
+    record_event(
+        session,
+        job_id,
+        event,
+        from_state=expected.value,
+        to_state=(target or expected).value,
+        message=message,
+    )
+
+
+def set_segment_state(
+    session: Session,
+    segment: Segment,
+    target: SegmentState,
+    *,
+    message: str | None = None,
+    **fields: Any,
+) -> None:
+    expected = SegmentState(segment.state)
+    if not segment_transition_allowed(expected, target):
+        raise IllegalTransition(f"segment {segment.launch_id}: {expected} -> {target}")
+    statement = (
+        update(Segment)
+        .where(Segment.id == segment.id, Segment.state == expected.value)
+        .values(state=target.value, **fields)
+        .execution_options(synchronize_session=False)
+    )
+    if session.execute(statement).rowcount != 1:  # type: ignore[attr-defined]
+        raise StaleState(f"segment {segment.launch_id} is no longer {expected}")
+    record_event(
+        session,
+        segment.job_id,
+        f"segment_{target.value}",
+        segment_index=segment.index,
+        from_state=expected.value,
+        to_state=target.value,
+        message=message,
+    )
