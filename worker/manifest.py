@@ -83,9 +83,7 @@ def sha256_file(path: Path) -> str:
 
 
 def _data_files(directory: Path) -> list[Path]:
-    return sorted(
-        p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST_FILE
-    )
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST_FILE)
 
 
 def write_manifest(
@@ -128,9 +126,7 @@ def read_manifest(directory: Path) -> Manifest:
     return Manifest.from_dict(data)
 
 
-def verify_checkpoint(
-    directory: Path, expect: ExpectedCheckpoint | None = None
-) -> Manifest:
+def verify_checkpoint(directory: Path, expect: ExpectedCheckpoint | None = None) -> Manifest:
     """Return the manifest if every listed file is present with the right size and sha256.
 
     Files on disk that the manifest does not list are rejected too: they are leftovers of an

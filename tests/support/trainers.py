@@ -1,0 +1,100 @@
+"""A fast, deterministic test trainer with opt-in faults, shared by worker and end-to-end tests.
+
+`LinearTrainer` fits a small linear model with dropout on synthetic data drawn from the seed,
+using SGD with momentum, a StepLR schedule and a ResumableSampler, so every piece of resumable
+state is exercised in about a millisecond per step.
+
+Config keys (all optional):
+    step_sleep: float               seconds to sleep in each step, to make sessions time out
+    fail_at_step: int               raise RuntimeError when this step begins
+    kill_during_save_segment: int   on this segment index, SIGKILL itself halfway through
+                                    writing the checkpoint state
+    fault_marker: str               absolute path; if set, a fault fires only while this file
+                                    does not exist, and creates it first (so a retry succeeds)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from worker.sampler import ResumableSampler
+from worker.trainer import TRAINER_STATE_FILE, Trainer
+
+FEATURES = 8
+SAMPLES = 96
+BATCH = 8
+
+
+class LinearTrainer(Trainer):
+    def setup(self) -> None:
+        config = self.ctx.config
+        generator = torch.Generator().manual_seed(self.ctx.seed)
+        self.inputs = torch.randn(SAMPLES, FEATURES, generator=generator)
+        true_weights = torch.randn(FEATURES, 1, generator=generator)
+        self.targets = self.inputs @ true_weights
+        self.model = nn.Sequential(nn.Dropout(0.1), nn.Linear(FEATURES, 1))
+        self.optimizer = torch.optim.SGD(
+            self.model.parameters(), lr=float(config.get("lr", 0.05)), momentum=0.9
+        )
+        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=7, gamma=0.9)
+        self.sampler = ResumableSampler(SAMPLES, seed=self.ctx.seed)
+
+    def train_step(self, step: int) -> Mapping[str, float]:
+        config = self.ctx.config
+        if config.get("fail_at_step") == step and self._fault_armed():
+            raise RuntimeError(f"injected failure at step {step}")
+        if config.get("step_sleep"):
+            time.sleep(float(config["step_sleep"]))
+        index = torch.tensor(self.sampler.take(BATCH))
+        loss = nn.functional.mse_loss(self.model(self.inputs[index]), self.targets[index])
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.scheduler.step()
+        return {"loss": loss.item(), "lr": self.scheduler.get_last_lr()[0]}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "sampler": self.sampler.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.sampler.load_state_dict(state["sampler"])
+
+    def model_tensors(self) -> Mapping[str, Tensor]:
+        return self.model.state_dict()
+
+    def write_state(self, directory: Path, state: dict[str, Any]) -> None:
+        kill_segment = self.ctx.config.get("kill_during_save_segment")
+        if kill_segment == self.ctx.segment_index and self._fault_armed():
+            # Leave a torn file behind, as a session killed mid-save would.
+            super().write_state(directory, state)
+            path = directory / TRAINER_STATE_FILE
+            data = path.read_bytes()
+            path.write_bytes(data[: len(data) // 2])
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().write_state(directory, state)
+
+    def _fault_armed(self) -> bool:
+        marker = self.ctx.config.get("fault_marker")
+        if marker is None:
+            return True
+        path = Path(marker)
+        if path.exists():
+            return False
+        path.touch()
+        return True

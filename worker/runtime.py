@@ -1,0 +1,268 @@
+"""Runs one segment: verify the resume checkpoint, train until done, deadline or stop, commit.
+
+Exit codes: 0 a checkpoint was committed (completed, deadline, stopped); 1 failed (nothing
+committed); 2 rejected (the resume checkpoint is missing, corrupt or not the expected one; the
+worker never falls back to training from scratch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from worker.checkpoint import commit_checkpoint, read_checkpoint, state_nbytes
+from worker.contract import RESULT_FILE, SEGMENT_FILE, Outcome, SegmentResult, SegmentSpec
+from worker.deadline import SessionBudget
+from worker.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
+from worker.proctime import process_start_time
+from worker.rng import capture_rng_state, restore_rng_state, seed_everything
+from worker.stopflag import StopFlag
+from worker.trainer import TrainContext, Trainer
+
+EXIT_COMMITTED = 0
+EXIT_FAILED = 1
+EXIT_REJECTED = 2
+
+DEFAULT_LOG_EVERY = 10
+ERROR_CHARS = 4000
+
+log = logging.getLogger("worker")
+
+
+def exit_code_for(outcome: str) -> int:
+    if outcome in Outcome.COMMITTED:
+        return EXIT_COMMITTED
+    if outcome == Outcome.REJECTED:
+        return EXIT_REJECTED
+    return EXIT_FAILED
+
+
+def import_trainer(entry: str) -> type[Trainer]:
+    """Resolve "package.module:ClassName" to a Trainer subclass."""
+    module_name, sep, class_name = entry.partition(":")
+    if not sep or not module_name or not class_name:
+        raise ValueError(f"trainer must look like 'package.module:ClassName', got {entry!r}")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    if not (isinstance(cls, type) and issubclass(cls, Trainer)):
+        raise TypeError(f"{entry} is not a worker.Trainer subclass")
+    return cls
+
+
+def configure_torch(config: Mapping[str, Any]) -> None:
+    """Deterministic kernels and a fixed thread count: both are part of a bitwise resume."""
+    import torch
+
+    if config.get("deterministic", True):
+        # cuBLAS needs this set before its first call to be deterministic.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
+    torch.set_num_threads(int(config.get("threads", 1)))
+
+
+def short_error(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(exc, limit=-5))
+    return text[-ERROR_CHARS:]
+
+
+@dataclass
+class _Progress:
+    """Where the loop stands; what result.json reports if anything goes wrong mid-way."""
+
+    step: int
+    train_seconds: float = 0.0
+
+
+class SegmentRunner:
+    """One segment, start to finish. The clock and the stop flag are the seams tests replace."""
+
+    def __init__(
+        self,
+        spec: SegmentSpec,
+        root: Path,
+        *,
+        process_start: float,
+        clock: Callable[[], float],
+        stop_flag: StopFlag,
+    ) -> None:
+        self.spec = spec
+        self.root = root
+        self.output_dir = root / spec.output_dir
+        self.process_start = process_start
+        self.clock = clock
+        self.stop_flag = stop_flag
+        self.budget = SessionBudget.for_session(
+            process_start, spec.limit_seconds, spec.margin, spec.estimates
+        )
+        start_step = spec.expect.step if spec.expect else 0
+        self.result = SegmentResult(
+            job_id=spec.job_id,
+            segment_index=spec.segment_index,
+            outcome=Outcome.FAILED,
+            start_step=start_step,
+            end_step=start_step,
+            limit_seconds=spec.limit_seconds,
+        )
+        self.progress = _Progress(step=start_step)
+
+    def run(self) -> SegmentResult:
+        """Run the segment and write result.json; never raises for trainer errors."""
+        timings = self.result.timings
+        timings.startup = self.clock() - self.process_start
+        try:
+            trainer = self._load()
+            self.result.outcome = self._train(trainer)
+            self._commit(trainer)
+        except CorruptCheckpoint as exc:
+            log.error("resume checkpoint rejected: %s", exc)
+            self.result.outcome = Outcome.REJECTED
+            self.result.error = str(exc)
+        except Exception as exc:
+            log.exception("segment failed")
+            self.result.outcome = Outcome.FAILED
+            self.result.error = short_error(exc)
+        self.result.end_step = self.progress.step
+        timings.train = self.progress.train_seconds
+        self.result.step_time_ema = self.budget.step_ema
+        return self._finish()
+
+    def _verify_resume(self) -> Manifest | None:
+        spec = self.spec
+        if spec.resume_path is None:
+            if spec.expect is not None:
+                raise CorruptCheckpoint("spec expects a checkpoint but gives no resume_path")
+            return None
+        if spec.expect is None:
+            raise CorruptCheckpoint("resume_path given without expect: staleness is uncheckable")
+        return verify_checkpoint(self.root / spec.resume_path, spec.expect)
+
+    def _load(self) -> Trainer:
+        """Verify, build and restore the trainer; verification first so a bad input fails fast."""
+        started = self.clock()
+        spec = self.spec
+        manifest = self._verify_resume()
+        configure_torch(spec.config)
+        seed_everything(spec.seed)
+        trainer_cls = import_trainer(spec.trainer)
+        trainer = trainer_cls(self._context())
+        trainer.setup()
+        if manifest is not None and spec.resume_path is not None:
+            resume = read_checkpoint(self.root / spec.resume_path, manifest, trainer.read_state)
+            trainer.load_state_dict(resume.trainer)
+            # Last, so nothing between here and the first step draws from the restored streams.
+            restore_rng_state(resume.rng)
+            self.budget.record_state_size(manifest.total_bytes)
+        elif spec.estimates.save_seconds is None:
+            self.budget.record_state_size(state_nbytes(trainer.state_dict()))
+        self.result.timings.load = self.clock() - started
+        return trainer
+
+    def _context(self) -> TrainContext:
+        spec = self.spec
+        return TrainContext(
+            config=spec.config,
+            seed=spec.seed,
+            job_id=spec.job_id,
+            segment_index=spec.segment_index,
+            total_steps=spec.total_steps,
+            start_step=self.progress.step,
+            logger=logging.getLogger("worker.trainer"),
+        )
+
+    def _stop_reason(self) -> str | None:
+        if self.progress.step >= self.spec.total_steps:
+            return Outcome.COMPLETED
+        if self.stop_flag.is_set:
+            return Outcome.STOPPED
+        if self.budget.should_stop(self.clock()):
+            return Outcome.DEADLINE
+        return None
+
+    def _train(self, trainer: Trainer) -> str:
+        log_every = max(1, int(self.spec.config.get("log_every", DEFAULT_LOG_EVERY)))
+        metrics: dict[str, float] = {}
+        while (reason := self._stop_reason()) is None:
+            started = self.clock()
+            step_metrics = trainer.train_step(self.progress.step)
+            elapsed = self.clock() - started
+            self.budget.record_step(elapsed)
+            self.progress.train_seconds += elapsed
+            self.progress.step += 1
+            metrics = {"step": float(self.progress.step)}
+            metrics.update({key: float(value) for key, value in step_metrics.items()})
+            if self.progress.step % log_every == 0:
+                self._record(metrics)
+        if metrics and self.result.metrics[-1:] != [metrics]:
+            self._record(metrics)  # the segment's last step, whatever log_every says
+        log.info("stopping at step %d: %s", self.progress.step, reason)
+        return reason
+
+    def _record(self, metrics: dict[str, float]) -> None:
+        self.result.metrics.append(metrics)
+        shown = " ".join(f"{key}={value:.6g}" for key, value in metrics.items() if key != "step")
+        log.info("step %d/%d %s", int(metrics["step"]), self.spec.total_steps, shown)
+
+    def _commit(self, trainer: Trainer) -> None:
+        started = self.clock()
+        manifest = commit_checkpoint(
+            self.output_dir,
+            trainer,
+            self.progress.step,
+            capture_rng_state(),
+            self.spec.job_id,
+            self.spec.segment_index,
+        )
+        self.result.timings.save = self.clock() - started
+        self.result.model_digest = manifest.model_digest
+        log.info("committed checkpoint at step %d (%d bytes)", manifest.step, manifest.total_bytes)
+
+    def _finish(self) -> SegmentResult:
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.result.timings.total = self.clock() - self.process_start
+        self.result.write(self.output_dir / RESULT_FILE)
+        return self.result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m worker --root DIR`: run the segment described by DIR/segment.json."""
+    parser = argparse.ArgumentParser(prog="python -m worker", description=__doc__)
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="session root directory")
+    parser.add_argument(
+        "--started-at",
+        type=float,
+        default=None,
+        help="epoch seconds when the session began (default: this process's start)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    process_start = args.started_at if args.started_at is not None else process_start_time()
+    root: Path = args.root.resolve()
+    try:
+        spec = SegmentSpec.read(root / SEGMENT_FILE)
+    except (OSError, ValueError, TypeError) as exc:
+        log.error("cannot read %s: %s", root / SEGMENT_FILE, exc)
+        return EXIT_FAILED
+    # A trainer module shipped inside the session root imports like one next to a script.
+    sys.path.append(str(root))
+    with StopFlag() as stop_flag:
+        import torch  # noqa: F401  (counted as startup: it is a fixed cost of every session)
+
+        runner = SegmentRunner(
+            spec, root, process_start=process_start, clock=time.time, stop_flag=stop_flag
+        )
+        result = runner.run()
+    log.info("segment %d of %s: %s", spec.segment_index, spec.job_id, result.outcome)
+    return exit_code_for(result.outcome)
