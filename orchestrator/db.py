@@ -1,4 +1,4 @@
-"""Database engine and sessions. Schema changes go through Alembic (`migrate.py`), never create_all."""
+"""Database engine and sessions. The schema comes from Alembic (`migrate.py`), never create_all."""
 
 from __future__ import annotations
 

@@ -86,11 +86,6 @@ class UserAction(enum.StrEnum):
     RESUME = "resume"
 
 
-class SideEffect(enum.StrEnum):
-    CANCEL_SEGMENT = "cancel_segment"  # kill the active session; its output is lost
-    STOP_SEGMENT = "stop_segment"  # ask the active session to commit and exit early
-
-
 @dataclass(frozen=True)
 class JobView:
     """The parts of a job the rules look at."""
@@ -101,16 +96,18 @@ class JobView:
     failures: int
     max_failures: int
     pause_requested: bool = False
-    has_active_segment: bool = False
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What to do: the next state (None: stay), fields to set with it, and side effects."""
+    """The next state (None: stay) and the fields to set with it.
+
+    Side effects are not returned: the engine derives them from the state it finds (a cancelled job
+    with an active segment gets that segment cancelled), so a lost wake-up costs one tick.
+    """
 
     to_state: JobState | None
     fields: dict[str, Any] = field(default_factory=dict)
-    effects: tuple[SideEffect, ...] = ()
     event: str = ""
     message: str | None = None
 
@@ -126,8 +123,7 @@ def decide_user_action(job: JobView, action: UserAction) -> Decision:
 def _cancel(job: JobView) -> Decision:
     if job.state in FINISHED_JOB_STATES:
         raise ActionConflict(f"job is {job.state}; only unfinished jobs can be cancelled")
-    effects = (SideEffect.CANCEL_SEGMENT,) if job.has_active_segment else ()
-    return Decision(JobState.CANCELLED, {"pause_requested": False}, effects, "cancelled")
+    return Decision(JobState.CANCELLED, {"pause_requested": False}, "cancelled")
 
 
 def _pause(job: JobView) -> Decision:
@@ -135,10 +131,10 @@ def _pause(job: JobView) -> Decision:
         return Decision(JobState.PAUSED, event="paused")
     if job.state is JobState.RUNNING and not job.pause_requested:
         # The running segment commits a checkpoint early; the job pauses when it has ended.
-        return Decision(
-            None, {"pause_requested": True}, (SideEffect.STOP_SEGMENT,), "pause_requested"
-        )
-    raise ActionConflict(f"job is {job.state}" + (" (pause already requested)" * job.pause_requested))
+        return Decision(None, {"pause_requested": True}, "pause_requested")
+    raise ActionConflict(
+        f"job is {job.state}" + (" (pause already requested)" * job.pause_requested)
+    )
 
 
 def _resume(job: JobView) -> Decision:
@@ -190,8 +186,8 @@ def _count_failure(job: JobView, reason: str) -> Decision:
 
 def _next_or_pause(job: JobView, fields: dict[str, Any], event: str, message: str) -> Decision:
     if job.pause_requested:
-        return Decision(JobState.PAUSED, {**fields, "pause_requested": False}, (), event, message)
-    return Decision(JobState.QUEUED, fields, (), event, message)
+        return Decision(JobState.PAUSED, {**fields, "pause_requested": False}, event, message)
+    return Decision(JobState.QUEUED, fields, event, message)
 
 
 def decide_quota(job: JobView, refresh_at: datetime | None, now: datetime) -> Decision | None:

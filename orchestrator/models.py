@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -14,7 +24,7 @@ def utcnow() -> datetime:
 
 
 class Base(DeclarativeBase):
-    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
 class User(Base):
@@ -49,7 +59,6 @@ class Job(Base):
     steps_done: Mapped[int] = mapped_column(Integer, default=0)
     failures: Mapped[int] = mapped_column(Integer, default=0)
     pause_requested: Mapped[bool] = mapped_column(Boolean, default=False)
-    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     wait_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     reason: Mapped[str | None] = mapped_column(String(2000))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -73,6 +82,9 @@ class Segment(Base):
     end_step: Mapped[int | None] = mapped_column(Integer)
     outcome: Mapped[str | None] = mapped_column(String(16))
     limit_seconds: Mapped[float] = mapped_column(Float)
+    # The SegmentSpec sent to the session, kept so a crashed launch can be retried exactly.
+    launch_spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    stop_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     timings: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     metrics: Mapped[list[Any] | None] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(String(4000))

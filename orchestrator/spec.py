@@ -49,7 +49,7 @@ class JobSpec(BaseModel):
     backend: Literal["local"]
     trainer: str = Field(max_length=256, pattern=TRAINER_PATTERN)
     config: dict[str, Any] = Field(default_factory=dict)
-    total_steps: int = Field(gt=0, le=10**10)
+    total_steps: int = Field(gt=0, le=10**9)
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
     session: SessionSpec
     retry: RetrySpec = Field(default_factory=RetrySpec)

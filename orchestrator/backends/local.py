@@ -55,7 +55,9 @@ def link_or_copy_tree(source: Path, target: Path) -> None:
 class LocalBackend:
     name = "local"
 
-    def __init__(self, sessions_dir: Path, *, python: str | None = None, grace_seconds: float = 5.0):
+    def __init__(
+        self, sessions_dir: Path, *, python: str | None = None, grace_seconds: float = 5.0
+    ):
         self.sessions_dir = sessions_dir
         self.python = python or sys.executable
         self.grace_seconds = grace_seconds

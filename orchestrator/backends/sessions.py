@@ -1,4 +1,4 @@
-"""Start and watch supervised sessions on this machine (the local backend's and the emulator's runner).
+"""Start and watch supervised sessions on this machine: the local backend's and emulator's runner.
 
 A session is a directory laid out like a Kaggle session: `input/` (read-only data, the resume
 checkpoint), `working/` (output), plus the supervisor's `session.json`, `status.json`, `log.txt`.

@@ -10,6 +10,7 @@ Usage: python -m orchestrator.backends.supervisor SESSION_ROOT
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -76,10 +77,8 @@ def _base_environment() -> dict[str, str]:
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 class _Requests:

@@ -1,0 +1,1 @@
+"""Alembic migrations for Baton's database."""

@@ -1,0 +1,53 @@
+"""FastAPI dependencies: the services, the current user."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from orchestrator.auth import user_for_token
+from orchestrator.config import Settings
+from orchestrator.db import Database
+from orchestrator.engine import Engine
+from orchestrator.models import User
+from orchestrator.reconciler import ReconcileLoop
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    engine: Engine
+    loop: ReconcileLoop | None
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+_bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer bt_…`")
+
+
+def current_user(
+    services: ServicesDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> User:
+    user = None
+    if credentials is not None:
+        with services.db.transaction() as session:
+            user = user_for_token(session, credentials.credentials)
+    if user is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "missing or invalid API token",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return user
+
+
+CurrentUser = Annotated[User, Depends(current_user)]

@@ -1,0 +1,49 @@
+"""Builds the FastAPI app. Migrations are applied before this, by `baton serve` (prestart)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, status
+from fastapi.responses import JSONResponse
+
+from orchestrator.api.deps import Services
+from orchestrator.api.routes import health, jobs
+from orchestrator.engine import JobNotFound
+from orchestrator.lifecycle import ActionConflict
+from orchestrator.transitions import IllegalTransition, StaleState
+
+
+def create_app(services: Services) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if services.loop is not None:
+            services.loop.start()
+        try:
+            yield
+        finally:
+            if services.loop is not None:
+                services.loop.stop()
+
+    app = FastAPI(
+        title="Baton",
+        summary="Chains training jobs across time-limited sessions.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.services = services
+    app.include_router(health.router)
+    app.include_router(jobs.router)
+
+    @app.exception_handler(ActionConflict)
+    @app.exception_handler(IllegalTransition)
+    @app.exception_handler(StaleState)
+    async def conflict(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=status.HTTP_409_CONFLICT)
+
+    @app.exception_handler(JobNotFound)
+    async def not_found(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"detail": f"job {exc} not found"}, status.HTTP_404_NOT_FOUND)
+
+    return app

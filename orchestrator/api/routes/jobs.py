@@ -1,0 +1,159 @@
+"""/api/v1/jobs: submit, list, inspect and steer training jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, status
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from orchestrator.api.deps import CurrentUser, ServicesDep
+from orchestrator.api.schemas import (
+    EventOut,
+    JobList,
+    JobOut,
+    MetricPoint,
+    SegmentOut,
+    SegmentTimings,
+)
+from orchestrator.lifecycle import JobState, UserAction
+from orchestrator.models import Checkpoint, Event, Job, Segment, User
+from orchestrator.spec import JobSpec
+
+router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such job (or not yours)"}}
+_CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"description": "The job's state does not allow this action"}
+}
+
+
+def _own_job(session: Session, user: User, job_id: str) -> Job:
+    job = session.get(Job, job_id)
+    if job is None or job.user_id != user.id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} not found")
+    return job
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobOut)
+def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> Job:
+    job = services.engine.submit(user.id, spec)
+    if services.loop is not None:
+        services.loop.wake()
+    return job
+
+
+@router.get("", response_model=JobList)
+def list_jobs(
+    user: CurrentUser,
+    services: ServicesDep,
+    state: JobState | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+) -> JobList:
+    query = select(Job).where(Job.user_id == user.id)
+    if state is not None:
+        query = query.where(Job.state == state.value)
+    with services.db.transaction() as session:
+        total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+        rows = session.scalars(query.order_by(Job.created_at.desc()).limit(limit).offset(offset))
+        return JobList(items=[JobOut.model_validate(row) for row in rows], total=total)
+
+
+@router.get("/{job_id}", response_model=JobOut, responses=_NOT_FOUND)
+def get_job(job_id: str, user: CurrentUser, services: ServicesDep) -> Job:
+    with services.db.transaction() as session:
+        return _own_job(session, user, job_id)
+
+
+def _act(job_id: str, user: User, services: ServicesDep, action: UserAction) -> Job:
+    with services.db.transaction() as session:
+        _own_job(session, user, job_id)
+    job = services.engine.act(user.id, job_id, action)
+    if services.loop is not None:
+        services.loop.wake()
+    return job
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)
+def cancel_job(job_id: str, user: CurrentUser, services: ServicesDep) -> Job:
+    """Cancel the job; a running session is killed and its unsaved progress is lost."""
+    return _act(job_id, user, services, UserAction.CANCEL)
+
+
+@router.post("/{job_id}/pause", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)
+def pause_job(job_id: str, user: CurrentUser, services: ServicesDep) -> Job:
+    """Pause; a running segment commits a checkpoint early and the job pauses after it."""
+    return _act(job_id, user, services, UserAction.PAUSE)
+
+
+@router.post("/{job_id}/resume", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)
+def resume_job(job_id: str, user: CurrentUser, services: ServicesDep) -> Job:
+    """Resume a paused job, or retry a failed one from its last checkpoint."""
+    return _act(job_id, user, services, UserAction.RESUME)
+
+
+@router.get("/{job_id}/segments", response_model=list[SegmentOut], responses=_NOT_FOUND)
+def list_segments(job_id: str, user: CurrentUser, services: ServicesDep) -> list[SegmentOut]:
+    with services.db.transaction() as session:
+        _own_job(session, user, job_id)
+        segments = session.scalars(
+            select(Segment).where(Segment.job_id == job_id).order_by(Segment.index)
+        ).all()
+        checkpoints = {
+            row.segment_index: row
+            for row in session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id))
+        }
+        return [_segment_out(segment, checkpoints.get(segment.index)) for segment in segments]
+
+
+def _segment_out(segment: Segment, checkpoint: Checkpoint | None) -> SegmentOut:
+    return SegmentOut.model_validate(
+        {
+            "index": segment.index,
+            "state": segment.state,
+            "outcome": segment.outcome,
+            "start_step": segment.start_step,
+            "end_step": segment.end_step,
+            "limit_seconds": segment.limit_seconds,
+            "timings": SegmentTimings(**segment.timings) if segment.timings else None,
+            "error": segment.error,
+            "checkpoint": checkpoint.manifest if checkpoint else None,
+            "created_at": segment.created_at,
+            "launched_at": segment.launched_at,
+            "ended_at": segment.ended_at,
+        }
+    )
+
+
+@router.get("/{job_id}/events", response_model=list[EventOut], responses=_NOT_FOUND)
+def list_events(
+    job_id: str,
+    user: CurrentUser,
+    services: ServicesDep,
+    after: Annotated[int, Query(ge=0, le=2**62, description="only events with a larger id")] = 0,
+) -> list[Event]:
+    with services.db.transaction() as session:
+        _own_job(session, user, job_id)
+        query = select(Event).where(Event.job_id == job_id, Event.id > after)
+        return list(session.scalars(query.order_by(Event.id)))
+
+
+@router.get("/{job_id}/metrics", response_model=list[MetricPoint], responses=_NOT_FOUND)
+def list_metrics(job_id: str, user: CurrentUser, services: ServicesDep) -> list[MetricPoint]:
+    """The metric series of every committed segment, in step order."""
+    with services.db.transaction() as session:
+        _own_job(session, user, job_id)
+        segments = session.scalars(
+            select(Segment)
+            .where(Segment.job_id == job_id, Segment.end_step.is_not(None))
+            .order_by(Segment.index)
+        )
+        points = []
+        for segment in segments:
+            for entry in segment.metrics or []:
+                values = {k: float(v) for k, v in entry.items() if k != "step"}
+                points.append(
+                    MetricPoint(segment_index=segment.index, step=int(entry["step"]), values=values)
+                )
+        return points

@@ -1,0 +1,89 @@
+"""Response models of the REST API."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+
+class _FromRow(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _utc(cls, value: Any) -> Any:
+        # SQLite hands back naive datetimes; every stored time is UTC.
+        if isinstance(value, datetime) and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+class JobOut(_FromRow):
+    id: str
+    name: str
+    backend: str
+    state: str
+    steps_done: int
+    total_steps: int
+    failures: int
+    pause_requested: bool
+    wait_until: datetime | None
+    reason: str | None
+    spec: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class JobList(BaseModel):
+    items: list[JobOut]
+    total: int
+
+
+class SegmentTimings(BaseModel):
+    startup: float | None = None
+    load: float | None = None
+    train: float | None = None
+    save: float | None = None
+    upload: float | None = None
+    total: float | None = None
+    session: float | None = None
+
+
+class SegmentOut(BaseModel):
+    index: int
+    state: str
+    outcome: str | None
+    start_step: int
+    end_step: int | None
+    limit_seconds: float
+    timings: SegmentTimings | None
+    error: str | None
+    checkpoint: dict[str, Any] | None
+    created_at: datetime
+    launched_at: datetime | None
+    ended_at: datetime | None
+
+
+class EventOut(_FromRow):
+    id: int
+    kind: str
+    segment_index: int | None
+    from_state: str | None
+    to_state: str | None
+    message: str | None
+    created_at: datetime
+
+
+class MetricPoint(BaseModel):
+    segment_index: int
+    step: int
+    values: dict[str, float]
+
+
+class Health(BaseModel):
+    status: str
+    database: str

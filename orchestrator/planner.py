@@ -1,0 +1,107 @@
+"""Segment planning: where the next segment starts, how long it may run, what it should expect.
+
+Pure: the engine passes in the job's spec, its latest committed checkpoint and the history of
+earlier segments; the costs those segments measured become the next segment's estimates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from orchestrator.spec import JobSpec
+from worker.contract import (
+    CHECKPOINT_DIR,
+    Estimates,
+    ExpectedCheckpoint,
+    MarginPolicy,
+    SegmentSpec,
+)
+
+# Learned costs use the worst of the last few segments, padded: a save that took 10 s last time
+# may take 12 s this time, and overrunning the deadline loses the whole session.
+ESTIMATE_WINDOW = 3
+ESTIMATE_PADDING = 1.25
+INPUT_CHECKPOINT = f"input/{CHECKPOINT_DIR}"
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    segment_index: int
+    step: int
+
+
+@dataclass(frozen=True)
+class PastSegment:
+    """Measured costs of an earlier segment that committed (from its result.json timings)."""
+
+    save_seconds: float
+    upload_seconds: float
+    worker_seconds: float  # worker's own total, process start to result.json
+    session_seconds: float | None  # the backend's wall time for the whole session
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    index: int
+    start_step: int
+    limit_seconds: float
+    estimates: Estimates
+    resume: CheckpointRef | None
+
+
+def learn_estimates(history: Sequence[PastSegment]) -> Estimates:
+    recent = list(history)[-ESTIMATE_WINDOW:]
+    if not recent:
+        return Estimates()
+    exits = [
+        max(0.0, past.session_seconds - past.worker_seconds)
+        for past in recent
+        if past.session_seconds is not None
+    ]
+    return Estimates(
+        save_seconds=max(past.save_seconds for past in recent) * ESTIMATE_PADDING,
+        upload_seconds=max(past.upload_seconds for past in recent) * ESTIMATE_PADDING,
+        exit_seconds=max(exits, default=0.0) * ESTIMATE_PADDING,
+    )
+
+
+def plan_next_segment(
+    spec: JobSpec,
+    next_index: int,
+    latest: CheckpointRef | None,
+    history: Sequence[PastSegment],
+    quota_seconds: float | None = None,
+) -> SegmentPlan:
+    limit = spec.session.limit_seconds
+    if quota_seconds is not None:
+        limit = min(limit, quota_seconds)
+    return SegmentPlan(
+        index=next_index,
+        start_step=latest.step if latest else 0,
+        limit_seconds=limit,
+        estimates=learn_estimates(history),
+        resume=latest,
+    )
+
+
+def build_segment_spec(job_id: str, spec: JobSpec, plan: SegmentPlan) -> SegmentSpec:
+    expect = None
+    if plan.resume is not None:
+        expect = ExpectedCheckpoint(job_id, plan.resume.segment_index, plan.resume.step)
+    return SegmentSpec(
+        job_id=job_id,
+        segment_index=plan.index,
+        trainer=spec.trainer,
+        config=spec.config,
+        total_steps=spec.total_steps,
+        limit_seconds=plan.limit_seconds,
+        seed=spec.seed,
+        margin=MarginPolicy(
+            k_steps=spec.session.margin.k_steps,
+            safety_seconds=spec.session.margin.safety_seconds,
+        ),
+        estimates=plan.estimates,
+        resume_path=INPUT_CHECKPOINT if plan.resume else None,
+        expect=expect,
+    )
