@@ -1,0 +1,59 @@
+"""Shared fixtures: settings in a temp data dir, the API with and without its reconcile loop."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+
+from orchestrator.config import Settings
+from tests.factories import make_settings, require_services, running_api
+
+POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path / "data")
+
+
+@pytest.fixture
+def api(settings: Settings) -> Iterator[TestClient]:
+    """The API alone: jobs are stored but never launched."""
+    with running_api(settings, embedded_loop=False) as client:
+        yield client
+
+
+@pytest.fixture
+def live_api(settings: Settings) -> Iterator[TestClient]:
+    """The API with its embedded reconcile loop: jobs really run as local sessions."""
+    with running_api(settings) as client:
+        yield client
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated-from-scratch database: SQLite in a temp dir, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'test.db'}"
+        return
+    schema = f"t_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(POSTGRES_URL)
+    try:
+        with admin.begin() as connection:
+            connection.execute(text(f"CREATE SCHEMA {schema}"))
+    except Exception as exc:
+        admin.dispose()
+        if require_services():
+            raise
+        pytest.skip(f"PostgreSQL not reachable: {exc}")
+    try:
+        yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()

@@ -1,0 +1,86 @@
+"""Factories for specs, settings and running services, shared by every orchestrator test."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from orchestrator.api.main import create_app
+from orchestrator.config import Settings
+from orchestrator.service import build_services, prestart
+
+ADMIN_TOKEN = "bt_test-admin-token-0123456789abcdef"
+FAST_TRAINER = "tests.support.trainers:LinearTrainer"
+FINISHED = {"succeeded", "failed", "cancelled"}
+
+
+def job_spec(**overrides: Any) -> dict[str, Any]:
+    """A valid spec for the fast test trainer; keyword arguments replace top-level fields."""
+    spec: dict[str, Any] = {
+        "name": "test-job",
+        "backend": "local",
+        "trainer": FAST_TRAINER,
+        "config": {},
+        "total_steps": 50,
+        "seed": 7,
+        "session": {"limit_seconds": 60, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+        "retry": {"max_failures": 2},
+    }
+    spec.update(overrides)
+    return spec
+
+
+def make_settings(data_dir: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "admin_token": ADMIN_TOKEN,
+        "reconcile_interval_seconds": 0.2,
+        "kill_grace_seconds": 2.0,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def auth(token: str = ADMIN_TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@contextmanager
+def running_api(settings: Settings, *, embedded_loop: bool = True) -> Iterator[TestClient]:
+    """The app with its reconcile loop, after the prestart step, as `baton serve` runs it."""
+    prestart(settings)
+    services = build_services(settings, embedded_loop=embedded_loop)
+    try:
+        with TestClient(create_app(services)) as client:
+            client.headers.update(auth())
+            yield client
+    finally:
+        services.db.dispose()
+
+
+def wait_for(
+    client: TestClient, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        job: dict[str, Any] = client.get(f"/api/v1/jobs/{job_id}").json()
+        if done(job):
+            return job
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for job {job_id}: {job}")
+        time.sleep(0.1)
+
+
+def wait_finished(client: TestClient, job_id: str, timeout: float = 240) -> dict[str, Any]:
+    return wait_for(client, job_id, lambda job: job["state"] in FINISHED, timeout)
+
+
+def require_services() -> bool:
+    """In CI (BATON_REQUIRE_SERVICES=1) a missing PostgreSQL or Redis fails instead of skipping."""
+    return os.environ.get("BATON_REQUIRE_SERVICES") == "1"

@@ -1,0 +1,201 @@
+"""Every (from, to) pair of the job and segment lifecycles, written through the CAS function to a
+real database, and the rules that choose among them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from itertools import product
+
+import pytest
+from sqlalchemy import select
+
+from orchestrator.db import Database
+from orchestrator.lifecycle import (
+    ActionConflict,
+    JobState,
+    JobView,
+    SegmentEnd,
+    SegmentState,
+    UserAction,
+    decide_quota,
+    decide_segment_end,
+    decide_user_action,
+    job_transition_allowed,
+    segment_transition_allowed,
+)
+from orchestrator.migrate import upgrade
+from orchestrator.models import Event, Job, Segment, User
+from orchestrator.transitions import IllegalTransition, StaleState, set_job_state, set_segment_state
+from tests.factories import job_spec
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[Database]:
+    upgrade(database_url)
+    database = Database(database_url)
+    with database.transaction() as session:
+        session.add(User(id="u1", name="alice"))
+    yield database
+    database.dispose()
+
+
+def _add_job(db: Database, state: JobState) -> str:
+    with db.transaction() as session:
+        job = Job(
+            id=f"j-{state}",
+            user_id="u1",
+            name="t",
+            backend="local",
+            state=state.value,
+            spec=job_spec(),
+            total_steps=50,
+        )
+        session.add(job)
+    return job.id
+
+
+@pytest.mark.parametrize(("source", "target"), list(product(JobState, JobState)))
+def test_job_transition_pairs(db: Database, source: JobState, target: JobState) -> None:
+    job_id = _add_job(db, source)
+    with db.transaction() as session:
+        if job_transition_allowed(source, target):
+            set_job_state(session, job_id, source, target, event="test")
+        else:
+            with pytest.raises(IllegalTransition):
+                set_job_state(session, job_id, source, target, event="test")
+    with db.transaction() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        allowed = job_transition_allowed(source, target)
+        assert job.state == (target if allowed else source).value
+        events = session.scalars(select(Event).where(Event.job_id == job_id)).all()
+        assert [(e.from_state, e.to_state) for e in events] == (
+            [(source.value, target.value)] if allowed else []
+        )
+
+
+@pytest.mark.parametrize(("source", "target"), list(product(SegmentState, SegmentState)))
+def test_segment_transition_pairs(db: Database, source: SegmentState, target: SegmentState) -> None:
+    job_id = _add_job(db, JobState.RUNNING)
+    with db.transaction() as session:
+        segment = Segment(
+            job_id=job_id,
+            index=0,
+            state=source.value,
+            launch_id=f"{job_id}-0000",
+            start_step=0,
+            limit_seconds=60,
+            launch_spec={},
+        )
+        session.add(segment)
+    with db.transaction() as session:
+        if segment_transition_allowed(source, target):
+            set_segment_state(session, segment, target)
+        else:
+            with pytest.raises(IllegalTransition):
+                set_segment_state(session, segment, target)
+    with db.transaction() as session:
+        stored = session.get(Segment, segment.id)
+        assert stored is not None
+        expected = target if segment_transition_allowed(source, target) else source
+        assert stored.state == expected.value
+
+
+def test_compare_and_set_refuses_a_stale_expected_state(db: Database) -> None:
+    job_id = _add_job(db, JobState.QUEUED)
+    with db.transaction() as session:
+        set_job_state(session, job_id, JobState.QUEUED, JobState.RUNNING, event="first")
+    with pytest.raises(StaleState), db.transaction() as session:
+        # A second writer that still believes the job is queued loses, and writes nothing.
+        set_job_state(session, job_id, JobState.QUEUED, JobState.PAUSED, event="second")
+    with db.transaction() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        assert job.state == JobState.RUNNING.value
+
+
+def _view(state: JobState, **kw: object) -> JobView:
+    values: dict[str, object] = {
+        "steps_done": 10,
+        "total_steps": 100,
+        "failures": 0,
+        "max_failures": 2,
+    }
+    values.update(kw)
+    return JobView(state=state, **values)  # type: ignore[arg-type]
+
+
+ACTION_OUTCOMES = {
+    # (state, action) -> next state; None stays (a flag changes); absent raises ActionConflict.
+    (JobState.QUEUED, UserAction.CANCEL): JobState.CANCELLED,
+    (JobState.RUNNING, UserAction.CANCEL): JobState.CANCELLED,
+    (JobState.WAITING, UserAction.CANCEL): JobState.CANCELLED,
+    (JobState.PAUSED, UserAction.CANCEL): JobState.CANCELLED,
+    (JobState.QUEUED, UserAction.PAUSE): JobState.PAUSED,
+    (JobState.WAITING, UserAction.PAUSE): JobState.PAUSED,
+    (JobState.RUNNING, UserAction.PAUSE): None,
+    (JobState.PAUSED, UserAction.RESUME): JobState.QUEUED,
+    (JobState.FAILED, UserAction.RESUME): JobState.QUEUED,
+}
+
+
+@pytest.mark.parametrize(("state", "action"), list(product(JobState, UserAction)))
+def test_user_actions(state: JobState, action: UserAction) -> None:
+    if (state, action) not in ACTION_OUTCOMES:
+        with pytest.raises(ActionConflict):
+            decide_user_action(_view(state), action)
+        return
+    decision = decide_user_action(_view(state), action)
+    assert decision.to_state == ACTION_OUTCOMES[(state, action)]
+    if decision.to_state is not None:
+        assert job_transition_allowed(state, decision.to_state)
+
+
+def test_pause_of_a_running_job_waits_for_the_segment_then_pauses() -> None:
+    decision = decide_user_action(_view(JobState.RUNNING), UserAction.PAUSE)
+    assert decision.fields == {"pause_requested": True}
+    with pytest.raises(ActionConflict):
+        decide_user_action(_view(JobState.RUNNING, pause_requested=True), UserAction.PAUSE)
+    ended = decide_segment_end(
+        _view(JobState.RUNNING, pause_requested=True), SegmentEnd(True, 40, "stopped")
+    )
+    assert ended.to_state is JobState.PAUSED
+    assert ended.fields["steps_done"] == 40
+
+
+def test_committed_segment_chains_the_next_or_finishes() -> None:
+    more = decide_segment_end(_view(JobState.RUNNING), SegmentEnd(True, 60, "deadline"))
+    assert more.to_state is JobState.QUEUED
+    assert more.fields == {"steps_done": 60, "failures": 0}
+    done = decide_segment_end(_view(JobState.RUNNING), SegmentEnd(True, 100, "completed"))
+    assert done.to_state is JobState.SUCCEEDED
+
+
+def test_failures_retry_until_max_failures_then_fail_with_the_reason() -> None:
+    first = decide_segment_end(_view(JobState.RUNNING), SegmentEnd(False, None, "killed"))
+    assert (first.to_state, first.fields["failures"]) == (JobState.QUEUED, 1)
+    last_retry = decide_segment_end(
+        _view(JobState.RUNNING, failures=1), SegmentEnd(False, None, "killed")
+    )
+    assert last_retry.to_state is JobState.QUEUED
+    fatal = decide_segment_end(_view(JobState.RUNNING, failures=2), SegmentEnd(False, None, "oom"))
+    assert fatal.to_state is JobState.FAILED
+    assert "oom" in fatal.fields["reason"]
+
+
+def test_a_segment_that_ends_after_cancel_leaves_the_job_cancelled() -> None:
+    decision = decide_segment_end(_view(JobState.CANCELLED), SegmentEnd(True, 50, "deadline"))
+    assert decision.to_state is None
+
+
+def test_quota_parks_and_wakes_jobs() -> None:
+    now = datetime(2026, 11, 21, tzinfo=UTC)
+    later = now + timedelta(hours=3)
+    park = decide_quota(_view(JobState.QUEUED), later, now)
+    assert park is not None
+    assert park.to_state is JobState.WAITING
+    assert decide_quota(_view(JobState.WAITING), later, now) is None
+    wake = decide_quota(_view(JobState.WAITING), later, later)
+    assert wake is not None
+    assert wake.to_state is JobState.QUEUED
