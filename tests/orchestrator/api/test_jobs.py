@@ -1,0 +1,141 @@
+"""The jobs API without running anything: validation, auth, ownership, actions, listing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from orchestrator.auth import issue_token
+from orchestrator.config import Settings
+from orchestrator.db import Database
+from tests.factories import auth, job_spec
+
+
+def _submit(api: TestClient, **overrides: Any) -> dict[str, Any]:
+    response = api.post("/api/v1/jobs", json=job_spec(**overrides))
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_submit_returns_the_stored_job(api: TestClient) -> None:
+    job = _submit(api)
+    assert job["state"] == "queued"
+    assert (job["steps_done"], job["total_steps"]) == (0, 50)
+    assert job["created_at"].endswith(("Z", "+00:00"))
+    assert api.get(f"/api/v1/jobs/{job['id']}").json() == job
+    assert [item["id"] for item in api.get("/api/v1/jobs").json()["items"]] == [job["id"]]
+
+
+def _without(key: str) -> dict[str, Any]:
+    spec = job_spec()
+    del spec[key]
+    return spec
+
+
+BAD_SPECS = [
+    ("missing total_steps", _without("total_steps"), ["body", "total_steps"]),
+    ("negative steps", job_spec(total_steps=-5), ["body", "total_steps"]),
+    ("unknown backend", job_spec(backend="slurm"), ["body", "backend"]),
+    ("unknown trainer module", job_spec(trainer="nope.nothing:X"), ["body", "trainer"]),
+    ("unknown trainer class", job_spec(trainer="tests.support.trainers:Nope"), ["body", "trainer"]),
+    ("malformed trainer", job_spec(trainer="os.system('x')"), ["body", "trainer"]),
+    (
+        "limit below the floor",
+        job_spec(session={"limit_seconds": 1}),
+        ["body", "session", "limit_seconds"],
+    ),
+    ("oversized name", job_spec(name="n" * 500), ["body", "name"]),
+    ("oversized config", job_spec(config={"blob": "x" * 100_000}), ["body", "config"]),
+    ("unknown field", {**job_spec(), "gpus": 8}, ["body", "gpus"]),
+    (
+        "negative retries",
+        job_spec(retry={"max_failures": -1}),
+        ["body", "retry", "max_failures"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "loc"), BAD_SPECS, ids=[c[0] for c in BAD_SPECS])
+def test_bad_specs_get_422_naming_the_field(
+    api: TestClient, case: str, spec: dict[str, Any], loc: list[str]
+) -> None:
+    response = api.post("/api/v1/jobs", json=spec)
+    assert response.status_code == 422
+    assert loc in [error["loc"] for error in response.json()["detail"]]
+    assert api.get("/api/v1/jobs").json()["total"] == 0
+
+
+def test_malformed_json_gets_422(api: TestClient) -> None:
+    response = api.post(
+        "/api/v1/jobs", content=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422
+
+
+@pytest.mark.parametrize("headers", [{}, auth("bt_wrong"), {"Authorization": "Basic eDp5"}])
+def test_missing_or_wrong_token_gets_401(api: TestClient, headers: dict[str, str]) -> None:
+    api.headers.pop("Authorization")
+    for method, path in [("GET", "/api/v1/jobs"), ("POST", "/api/v1/jobs"), ("GET", "/api/v1/jobs/x")]:
+        response = api.request(method, path, headers=headers, json=job_spec())
+        assert response.status_code == 401
+        assert response.headers["WWW-Authenticate"] == "Bearer"
+
+
+def test_users_see_only_their_own_jobs(api: TestClient, settings: Settings) -> None:
+    job = _submit(api)
+    db = Database(settings.resolved_database_url)
+    with db.transaction() as session:
+        bob = issue_token(session, "bob")
+    db.dispose()
+    as_bob = auth(bob)
+    assert api.get("/api/v1/jobs", headers=as_bob).json() == {"items": [], "total": 0}
+    for path in ["", "/segments", "/events", "/metrics"]:
+        assert api.get(f"/api/v1/jobs/{job['id']}{path}", headers=as_bob).status_code == 404
+    assert api.post(f"/api/v1/jobs/{job['id']}/cancel", headers=as_bob).status_code == 404
+    assert api.get(f"/api/v1/jobs/{job['id']}").json()["state"] == "queued"
+
+
+def test_unknown_job_gets_404(api: TestClient) -> None:
+    for path in ["", "/segments", "/events", "/metrics"]:
+        assert api.get(f"/api/v1/jobs/jnope{path}").status_code == 404
+    for action in ["cancel", "pause", "resume"]:
+        assert api.post(f"/api/v1/jobs/jnope/{action}").status_code == 404
+
+
+def test_actions_follow_the_lifecycle_and_conflicts_get_409(api: TestClient) -> None:
+    job_id = _submit(api)["id"]
+
+    def act(action: str) -> int:
+        return api.post(f"/api/v1/jobs/{job_id}/{action}").status_code
+
+    assert act("resume") == 409  # queued: nothing to resume
+    assert act("pause") == 200
+    assert api.get(f"/api/v1/jobs/{job_id}").json()["state"] == "paused"
+    assert act("pause") == 409
+    assert act("resume") == 200
+    assert act("cancel") == 200
+    job = api.get(f"/api/v1/jobs/{job_id}").json()
+    assert job["state"] == "cancelled"
+    assert job["finished_at"] is not None
+    assert (act("cancel"), act("pause"), act("resume")) == (409, 409, 409)
+    kinds = [event["kind"] for event in api.get(f"/api/v1/jobs/{job_id}/events").json()]
+    assert kinds == ["submitted", "paused", "resumed", "cancelled"]
+
+
+def test_list_filters_and_pages(api: TestClient) -> None:
+    ids = [_submit(api, name=f"job-{n}")["id"] for n in range(3)]
+    api.post(f"/api/v1/jobs/{ids[0]}/cancel")
+    assert api.get("/api/v1/jobs?state=cancelled").json()["total"] == 1
+    page = api.get("/api/v1/jobs?limit=2&offset=0").json()
+    assert (len(page["items"]), page["total"]) == (2, 3)
+    assert api.get("/api/v1/jobs?state=bogus").status_code == 422
+    assert api.get("/api/v1/jobs?limit=0").status_code == 422
+
+
+def test_health_and_openapi(api: TestClient) -> None:
+    assert api.get("/healthz").json() == {"status": "ok", "database": "sqlite"}
+    paths = api.get("/openapi.json").json()["paths"]
+    assert "/api/v1/jobs/{job_id}/segments" in paths
