@@ -1,0 +1,188 @@
+"""Datasets and their versions: created from uploaded blobs, processed after a delay, zipped.
+
+Kaggle's observable timing is kept: a brand-new version 404s for `not_found_seconds`, reads as
+processing until `processing_seconds` have passed, and a new version is refused with 403 while
+the previous one is still processing. Uploaded .zip/.tar archives are unpacked into a folder named
+after the archive when `unpack_archives` is set, the way Kaggle decompresses them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.kaggle_emulator.blobs import Blob
+from tests.kaggle_emulator.errors import ApiError, forbidden, not_found
+
+_ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
+MAX_FILES_PER_VERSION = 1000
+
+
+@dataclass(frozen=True)
+class DatasetTiming:
+    processing_seconds: float
+    not_found_seconds: float
+
+
+@dataclass
+class DatasetVersion:
+    number: int
+    created_at: float
+    visible_at: float
+    ready_at: float
+    notes: str | None
+    directory: Path
+    archive: Path
+
+    def visible(self, now: float) -> bool:
+        return now >= self.visible_at
+
+    def ready(self, now: float) -> bool:
+        return now >= self.ready_at
+
+    def status(self, now: float) -> str:
+        """A DatabundleVersionStatus name."""
+        return "READY" if self.ready(now) else "BLOBS_RECEIVED"
+
+    def files(self) -> list[tuple[str, int]]:
+        """(posix path relative to the version, size) for every file, sorted."""
+        found = []
+        for path in sorted(self.directory.rglob("*")):
+            if path.is_file():
+                found.append((path.relative_to(self.directory).as_posix(), path.stat().st_size))
+        return found
+
+
+@dataclass
+class Dataset:
+    id: int
+    owner: str
+    slug: str
+    title: str
+    is_private: bool
+    license_name: str | None
+    subtitle: str | None
+    description: str | None
+    versions: list[DatasetVersion] = field(default_factory=list)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner}/{self.slug}"
+
+    def visible_versions(self, now: float) -> list[DatasetVersion]:
+        return [v for v in self.versions if v.visible(now)]
+
+    def latest_ready(self, now: float) -> DatasetVersion | None:
+        ready = [v for v in self.versions if v.ready(now) and v.visible(now)]
+        return ready[-1] if ready else None
+
+
+class DatasetExistsError(Exception):
+    pass
+
+
+class DatasetRegistry:
+    """All datasets; the caller holds the emulator's lock."""
+
+    def __init__(self, root: Path, timing: DatasetTiming, unpack_archives: bool) -> None:
+        self._root = root
+        self._timing = timing
+        self._unpack = unpack_archives
+        self._datasets: dict[str, Dataset] = {}
+        self._next_id = 1
+
+    def all(self) -> list[Dataset]:
+        return list(self._datasets.values())
+
+    def create(self, dataset: Dataset, blobs: list[Blob], now: float) -> DatasetVersion:
+        if dataset.ref in self._datasets:
+            raise DatasetExistsError(dataset.ref)
+        dataset.id = self._next_id
+        self._next_id += 1
+        version = self._store_version(dataset, blobs, None, now)
+        self._datasets[dataset.ref] = dataset
+        return version
+
+    def add_version(
+        self, owner: str, slug: str, viewer: str, blobs: list[Blob], notes: str | None, now: float
+    ) -> DatasetVersion:
+        dataset = self.get(owner, slug, viewer, now)
+        if dataset.owner != viewer:
+            raise forbidden(f"Permission 'datasets.update' was denied for {dataset.ref}")
+        if not dataset.versions[-1].ready(now):
+            raise forbidden(
+                f"Dataset {dataset.ref} is still processing version "
+                f"{dataset.versions[-1].number}; wait until it is ready"
+            )
+        return self._store_version(dataset, blobs, notes, now)
+
+    def get(self, owner: str, slug: str, viewer: str, now: float) -> Dataset:
+        dataset = self._datasets.get(f"{owner}/{slug}")
+        if dataset is None or not dataset.visible_versions(now):
+            raise not_found(f"Dataset {owner}/{slug}")
+        if dataset.is_private and dataset.owner != viewer:
+            raise not_found(f"Dataset {owner}/{slug}")
+        return dataset
+
+    def version(
+        self, owner: str, slug: str, number: int | None, viewer: str, now: float
+    ) -> DatasetVersion:
+        """A ready version: the given one, or the latest ready one."""
+        dataset = self.get(owner, slug, viewer, now)
+        if number is None:
+            latest = dataset.latest_ready(now)
+            if latest is None:
+                raise ApiError(404, f"Dataset {dataset.ref} has no ready version yet")
+            return latest
+        for version in dataset.visible_versions(now):
+            if version.number == number:
+                if not version.ready(now):
+                    raise ApiError(404, f"Version {number} of {dataset.ref} is still processing")
+                return version
+        raise not_found(f"Version {number} of dataset {dataset.ref}")
+
+    def _store_version(
+        self, dataset: Dataset, blobs: list[Blob], notes: str | None, now: float
+    ) -> DatasetVersion:
+        number = len(dataset.versions) + 1
+        base = self._root / dataset.owner / dataset.slug
+        directory = base / str(number)
+        directory.mkdir(parents=True)
+        for blob in blobs:
+            self._place(blob, directory)
+        if sum(1 for p in directory.rglob("*") if p.is_file()) > MAX_FILES_PER_VERSION:
+            shutil.rmtree(directory)
+            raise ApiError(400, f"A dataset version holds at most {MAX_FILES_PER_VERSION} files")
+        archive = base / f"{number}.zip"
+        _zip_directory(directory, archive)
+        version = DatasetVersion(
+            number=number,
+            created_at=now,
+            visible_at=now + self._timing.not_found_seconds,
+            ready_at=now + self._timing.processing_seconds,
+            notes=notes,
+            directory=directory,
+            archive=archive,
+        )
+        dataset.versions.append(version)
+        return version
+
+    def _place(self, blob: Blob, directory: Path) -> None:
+        suffix = next((s for s in _ARCHIVE_SUFFIXES if blob.name.endswith(s)), None)
+        if self._unpack and suffix is not None:
+            target = directory / blob.name[: -len(suffix)]
+            fmt = {".zip": "zip", ".tar": "tar"}.get(suffix, "gztar")
+            shutil.unpack_archive(blob.path, target, fmt, filter="data")
+        else:
+            shutil.copyfile(blob.path, directory / blob.name)
+
+
+def _zip_directory(directory: Path, archive: Path) -> None:
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for root, _dirs, files in os.walk(directory):
+            for name in sorted(files):
+                path = Path(root) / name
+                zf.write(path, path.relative_to(directory).as_posix())

@@ -1,0 +1,126 @@
+"""Starts and stops an emulator: the HTTP server thread, a reconcile ticker, and cleanup."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kagglesdk import KaggleClient
+
+from tests.kaggle_emulator.client import emulator_client
+from tests.kaggle_emulator.datasets import Dataset
+from tests.kaggle_emulator.faults import Faults
+from tests.kaggle_emulator.kernel_sessions import KernelSession
+from tests.kaggle_emulator.options import EmulatorOptions
+from tests.kaggle_emulator.runner import SessionRunner
+from tests.kaggle_emulator.server import EmulatorHTTPServer
+from tests.kaggle_emulator.state import EmulatorState
+
+if TYPE_CHECKING:
+    from tests.kaggle_emulator.kaggle_api import EmulatorKaggleApi
+
+_STOP_WAIT_SECONDS = 10.0
+
+
+class Emulator:
+    def __init__(
+        self, root: Path, options: EmulatorOptions, runner: SessionRunner | None = None
+    ) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self.state = EmulatorState(root, options, runner)
+        self._server = EmulatorHTTPServer((options.host, options.port), self.state)
+        self.port: int = self._server.server_address[1]
+        self.url = f"http://localhost:{self.port}"
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._threads = [
+            threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True),
+            threading.Thread(target=self._tick, daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.1):
+            self.state.reconcile()
+
+    def stop(self) -> None:
+        """Stop serving and cancel every session still running, waiting for them to end."""
+        self._stop.set()
+        self._server.shutdown()
+        self._server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        runner = self.state.kernels
+        with self.state.lock:
+            active = [s for s in runner.sessions.values() if s.active]
+            for session in active:
+                runner.cancel(session.id, session.owner)
+        deadline = time.monotonic() + _STOP_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            self.state.reconcile()
+            if not any(s.active and s.started_at is not None for s in active):
+                return
+            time.sleep(0.05)
+
+    # ---- clients ------------------------------------------------------------------------
+
+    def _key(self, username: str | None) -> tuple[str, str]:
+        name = username or next(iter(self.state.options.users))
+        return name, self.state.options.users[name]
+
+    def client(self, username: str | None = None) -> KaggleClient:
+        """A real kagglesdk KaggleClient for one of the configured users."""
+        return emulator_client(self.url, *self._key(username))
+
+    def kaggle_api(self, username: str | None = None) -> EmulatorKaggleApi:
+        """A real high-level KaggleApi for one of the configured users."""
+        from tests.kaggle_emulator.kaggle_api import EmulatorKaggleApi
+
+        return EmulatorKaggleApi(self.url, *self._key(username))
+
+    # ---- inspection ---------------------------------------------------------------------
+
+    @property
+    def faults(self) -> Faults:
+        return self.state.faults
+
+    @property
+    def push_counts(self) -> dict[str, int]:
+        """Pushes that created a kernel version (and a session), by "owner/slug"."""
+        with self.state.lock:
+            return dict(self.state.kernels.push_counts)
+
+    def sessions(self, kernel_ref: str | None = None) -> list[KernelSession]:
+        with self.state.lock:
+            found = sorted(self.state.kernels.sessions.values(), key=lambda s: s.id)
+        return [s for s in found if kernel_ref is None or s.kernel_ref == kernel_ref]
+
+    def dataset(self, ref: str) -> Dataset | None:
+        with self.state.lock:
+            return next((d for d in self.state.datasets.all() if d.ref == ref), None)
+
+    @property
+    def internal_errors(self) -> list[str]:
+        return list(self.state.internal_errors)
+
+
+@contextmanager
+def start_emulator(
+    root: Path, runner: SessionRunner | None = None, **options: Any
+) -> Iterator[Emulator]:
+    """Run an emulator for the duration of a with-block; options are EmulatorOptions fields."""
+    emulator = Emulator(root, EmulatorOptions(**options), runner)
+    emulator.start()
+    try:
+        yield emulator
+    finally:
+        emulator.stop()

@@ -1,0 +1,76 @@
+"""A kernel session's record and the rule that turns a finished run into a KernelWorkerStatus."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.backends.supervisor import SessionExit
+from tests.kaggle_emulator.accelerators import Accelerator
+
+
+class WorkerStatus(enum.StrEnum):
+    """The names of kagglesdk's KernelWorkerStatus."""
+
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    COMPLETE = "COMPLETE"
+    ERROR = "ERROR"
+    CANCEL_REQUESTED = "CANCEL_REQUESTED"
+    CANCEL_ACKNOWLEDGED = "CANCEL_ACKNOWLEDGED"
+
+
+ACTIVE = frozenset({WorkerStatus.QUEUED, WorkerStatus.RUNNING, WorkerStatus.CANCEL_REQUESTED})
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A directory copied into the session's input/<name>/ before it starts."""
+
+    name: str
+    source: Path
+
+
+@dataclass
+class KernelSession:
+    id: int
+    kernel_ref: str
+    owner: str
+    version: int
+    accelerator: Accelerator
+    limit_seconds: float
+    root: Path
+    script: str
+    mounts: list[Mount]
+    queued_at: float
+    start_after: float
+    status: WorkerStatus = WorkerStatus.QUEUED
+    started_at: float | None = None
+    ended_at: float | None = None
+    failure_message: str | None = None
+    output_kept: bool = False
+    cancel_wanted: bool = False
+    history: list[WorkerStatus] = field(default_factory=lambda: [WorkerStatus.QUEUED])
+
+    def move(self, status: WorkerStatus) -> None:
+        self.status = status
+        self.history.append(status)
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+
+def outcome(result: SessionExit, limit_seconds: float) -> tuple[WorkerStatus, str | None]:
+    """The status a finished run reports, and its failure message."""
+    if result.cancelled:
+        return WorkerStatus.CANCEL_ACKNOWLEDGED, None
+    if result.timed_out:
+        return WorkerStatus.ERROR, (
+            f"Your notebook exceeded its session timeout of {limit_seconds:g} seconds and was "
+            "stopped. Its output was not saved."
+        )
+    if result.exit_code != 0:
+        return WorkerStatus.ERROR, f"The notebook exited with code {result.exit_code}."
+    return WorkerStatus.COMPLETE, None

@@ -1,0 +1,379 @@
+"""Kernels, their versions and sessions: the push rules, status, output and cancel.
+
+Every push creates a version and a session; nothing here is idempotent, as on Kaggle. A push
+with an accelerator is refused (in the response's `error`, HTTP 200) when the weekly quota is
+spent, or when the account already has `max_gpu_sessions` GPU sessions and `gpu_overflow` is
+"reject" ("queue" holds it QUEUED until a slot frees). The caller holds the emulator's lock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.backends.sessions import SessionState
+from orchestrator.backends.supervisor import LOG_FILE, WORKING_DIR
+from tests.kaggle_emulator import quota, wire
+from tests.kaggle_emulator.accelerators import Accelerator, accelerator_for
+from tests.kaggle_emulator.datasets import DatasetRegistry
+from tests.kaggle_emulator.errors import ApiError, bad_request, forbidden, not_found
+from tests.kaggle_emulator.kernel_sessions import (
+    KernelSession,
+    Mount,
+    WorkerStatus,
+    outcome,
+)
+from tests.kaggle_emulator.runner import SCRIPT_NAME, SessionRunner
+
+
+@dataclass(frozen=True)
+class KernelLimits:
+    max_gpu_sessions: int
+    gpu_overflow: str  # "reject" or "queue"
+    queue_seconds: float
+    default_session_seconds: float
+    max_session_seconds: dict[Accelerator, float]
+    allowance_seconds: dict[Accelerator, float]
+    week: quota.QuotaWeek
+
+
+@dataclass
+class PushRequest:
+    """The fields of ApiSaveKernelRequest the emulator acts on."""
+
+    slug: str | None
+    kernel_id: int | None
+    title: str | None
+    text: str
+    language: str | None
+    kernel_type: str | None
+    dataset_sources: list[str]
+    kernel_sources: list[str]
+    model_sources: list[str]
+    competition_sources: list[str]
+    machine_shape: str | None
+    enable_gpu: bool
+    enable_tpu: bool
+    enable_internet: bool | None
+    is_private: bool | None
+    docker_image: str | None
+    session_timeout_seconds: int | None
+
+
+@dataclass
+class Kernel:
+    id: int
+    owner: str
+    slug: str
+    title: str
+    request: PushRequest
+    sessions: list[KernelSession] = field(default_factory=list)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner}/{self.slug}"
+
+    @property
+    def latest(self) -> KernelSession | None:
+        return self.sessions[-1] if self.sessions else None
+
+
+@dataclass
+class PushResult:
+    kernel: Kernel | None = None
+    session: KernelSession | None = None
+    error: str | None = None
+    invalid_dataset_sources: list[str] = field(default_factory=list)
+    invalid_kernel_sources: list[str] = field(default_factory=list)
+    invalid_model_sources: list[str] = field(default_factory=list)
+    invalid_competition_sources: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class QuotaReport:
+    used: float
+    reserved: float
+    allowance: float
+    refresh_time: float
+
+
+class KernelRegistry:
+    def __init__(
+        self,
+        root: Path,
+        runner: SessionRunner,
+        datasets: DatasetRegistry,
+        limits: KernelLimits,
+    ) -> None:
+        self._root = root
+        self._runner = runner
+        self._datasets = datasets
+        self._limits = limits
+        self.kernels: dict[str, Kernel] = {}
+        self.sessions: dict[int, KernelSession] = {}
+        self.push_counts: Counter[str] = Counter()
+        self._next_kernel_id = 1
+        self._next_session_id = 1
+
+    # ---- push -------------------------------------------------------------------------
+
+    def push(self, request: PushRequest, user: str, now: float) -> PushResult:
+        owner, slug = self._identify(request, user)
+        if (request.language or "python") != "python":
+            return PushResult(error=f"Language {request.language!r} is not supported here")
+        accelerator = accelerator_for(request.machine_shape, request.enable_gpu, request.enable_tpu)
+        refusal = self._refusal(user, accelerator, now)
+        if refusal:
+            return PushResult(error=refusal)
+        result = PushResult()
+        mounts = self._mounts(request, user, now, result)
+        kernel = self._kernel(owner, slug, request)
+        limit = min(
+            float(request.session_timeout_seconds or self._limits.default_session_seconds),
+            self._limits.max_session_seconds[accelerator],
+        )
+        session = KernelSession(
+            id=self._next_session_id,
+            kernel_ref=kernel.ref,
+            owner=owner,
+            version=len(kernel.sessions) + 1,
+            accelerator=accelerator,
+            limit_seconds=limit,
+            root=self._root / str(self._next_session_id),
+            script=_script_text(request),
+            mounts=mounts,
+            queued_at=now,
+            start_after=now + self._limits.queue_seconds,
+        )
+        self._next_session_id += 1
+        kernel.sessions.append(session)
+        self.sessions[session.id] = session
+        self.push_counts[kernel.ref] += 1
+        result.kernel, result.session = kernel, session
+        return result
+
+    def _identify(self, request: PushRequest, user: str) -> tuple[str, str]:
+        if request.slug:
+            owner, _, slug = request.slug.partition("/")
+            if not slug or "/" in slug:
+                raise bad_request(f"Invalid kernel slug {request.slug!r}; use owner/slug")
+        elif request.kernel_id:
+            kernel = next((k for k in self.kernels.values() if k.id == request.kernel_id), None)
+            if kernel is None:
+                raise not_found(f"Kernel {request.kernel_id}")
+            owner, slug = kernel.owner, kernel.slug
+        else:
+            raise bad_request("slug or id is required")
+        if owner != user:
+            raise forbidden(f"Permission 'kernels.update' was denied for {owner}/{slug}")
+        if not request.text:
+            raise bad_request("text is required")
+        return owner, slug
+
+    def _refusal(self, user: str, accelerator: Accelerator, now: float) -> str | None:
+        if accelerator is Accelerator.NONE:
+            return None
+        report = self.quota(user, accelerator, now)
+        if quota.exhausted(report.used, report.allowance):
+            return (
+                f"Accelerator quota exceeded: you have used your {accelerator.upper()} quota of "
+                f"{report.allowance / 3600:g} hours for this week. It refreshes at "
+                f"{wire.timestamp(report.refresh_time)}. Turn off the accelerator to run now."
+            )
+        active_gpu = [s for s in self._active(user) if s.accelerator is Accelerator.GPU]
+        if (
+            accelerator is Accelerator.GPU
+            and self._limits.gpu_overflow == "reject"
+            and len(active_gpu) >= self._limits.max_gpu_sessions
+        ):
+            return f"Maximum batch GPU session count of {self._limits.max_gpu_sessions} reached"
+        return None
+
+    def _mounts(
+        self, request: PushRequest, user: str, now: float, result: PushResult
+    ) -> list[Mount]:
+        mounts = []
+        for source in request.dataset_sources:
+            mount = self._dataset_mount(source, user, now)
+            if mount is None:
+                result.invalid_dataset_sources.append(source)
+            else:
+                mounts.append(mount)
+        for source in request.kernel_sources:
+            mount = self._kernel_mount(source, user)
+            if mount is None:
+                result.invalid_kernel_sources.append(source)
+            else:
+                mounts.append(mount)
+        result.invalid_model_sources.extend(request.model_sources)
+        result.invalid_competition_sources.extend(request.competition_sources)
+        return mounts
+
+    def _dataset_mount(self, source: str, user: str, now: float) -> Mount | None:
+        parts = source.split("/")
+        try:
+            if len(parts) == 2:
+                number = None
+            elif len(parts) == 3:
+                number = int(parts[2])
+            elif len(parts) == 4 and parts[2] == "versions":
+                number = int(parts[3])
+            else:
+                return None
+            version = self._datasets.version(parts[0], parts[1], number, user, now)
+        except (ValueError, ApiError):
+            return None
+        return Mount(parts[1], version.directory)
+
+    def _kernel_mount(self, source: str, user: str) -> Mount | None:
+        kernel = self.kernels.get(source)
+        if kernel is None or kernel.owner != user:
+            return None
+        done = [s for s in kernel.sessions if s.status is WorkerStatus.COMPLETE and s.output_kept]
+        return Mount(kernel.slug, done[-1].root / WORKING_DIR) if done else None
+
+    def _kernel(self, owner: str, slug: str, request: PushRequest) -> Kernel:
+        ref = f"{owner}/{slug}"
+        kernel = self.kernels.get(ref)
+        if kernel is None:
+            kernel = Kernel(self._next_kernel_id, owner, slug, request.title or slug, request)
+            self._next_kernel_id += 1
+            self.kernels[ref] = kernel
+        kernel.request = request
+        kernel.title = request.title or kernel.title
+        return kernel
+
+    # ---- lifecycle --------------------------------------------------------------------
+
+    def _active(self, user: str) -> list[KernelSession]:
+        return [s for s in self.sessions.values() if s.owner == user and s.active]
+
+    def reconcile(self, now: float) -> None:
+        """Start due sessions and record finished ones."""
+        for session in sorted(self.sessions.values(), key=lambda s: s.id):
+            if session.status is WorkerStatus.QUEUED:
+                self._maybe_start(session, now)
+            elif session.active:
+                self._observe(session, now)
+
+    def _maybe_start(self, session: KernelSession, now: float) -> None:
+        if session.cancel_wanted:
+            session.ended_at = now
+            session.move(WorkerStatus.CANCEL_ACKNOWLEDGED)
+            return
+        if now < session.start_after:
+            return
+        if session.accelerator is Accelerator.GPU:
+            running = [
+                s
+                for s in self._active(session.owner)
+                if s.accelerator is Accelerator.GPU and s.status is not WorkerStatus.QUEUED
+            ]
+            if len(running) >= self._limits.max_gpu_sessions:
+                return
+        try:
+            self._runner.start(session)
+        except OSError as error:
+            session.ended_at = now
+            session.failure_message = f"The session could not start: {error}"
+            session.move(WorkerStatus.ERROR)
+            return
+        session.started_at = now
+        session.move(WorkerStatus.RUNNING)
+
+    def _observe(self, session: KernelSession, now: float) -> None:
+        state = self._runner.state(session)
+        if state is SessionState.FINISHED:
+            result = self._runner.result(session)
+            if result is None:
+                return
+            status, message = outcome(result, session.limit_seconds)
+            session.output_kept = not result.output_dropped
+            session.failure_message = message
+        elif state is SessionState.LOST:
+            status, message = WorkerStatus.ERROR, "The session's machine was lost."
+            session.failure_message = message
+        else:
+            return
+        session.ended_at = now
+        session.move(status)
+
+    def cancel(self, session_id: int, user: str) -> str | None:
+        """Cancel a session; returns an error message when there is nothing to cancel."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise not_found(f"Kernel session {session_id}")
+        if session.owner != user:
+            raise forbidden(f"Permission 'kernels.update' was denied for session {session_id}")
+        if session.status is WorkerStatus.QUEUED:
+            session.cancel_wanted = True
+            return None
+        if session.status is WorkerStatus.RUNNING:
+            if self._runner.cancel(session):
+                session.move(WorkerStatus.CANCEL_REQUESTED)
+            return None
+        return f"Kernel session {session_id} is not running ({session.status})"
+
+    # ---- reads ------------------------------------------------------------------------
+
+    def get(self, owner: str, slug: str, user: str) -> Kernel:
+        kernel = self.kernels.get(f"{owner}/{slug}")
+        if kernel is None:
+            raise not_found(f"Kernel {owner}/{slug}")
+        if kernel.owner != user and kernel.request.is_private is not False:
+            raise forbidden(f"Permission 'kernels.get' was denied for {owner}/{slug}")
+        return kernel
+
+    def output_files(self, session: KernelSession) -> list[tuple[str, int]]:
+        """(path, size) of a finished session's saved output, sorted; empty if none was kept."""
+        working = session.root / WORKING_DIR
+        if session.active or not session.output_kept or not working.is_dir():
+            return []
+        files = []
+        for path in sorted(working.rglob("*")):
+            relative = path.relative_to(working).as_posix()
+            if path.is_file() and relative != SCRIPT_NAME:
+                files.append((relative, path.stat().st_size))
+        return files
+
+    def log(self, session: KernelSession) -> str | None:
+        """The session's log in Kaggle's JSON-lines-in-an-array form, once it has finished."""
+        path = session.root / LOG_FILE
+        if session.active or not path.is_file():
+            return None
+        lines = path.read_text(errors="replace").splitlines(keepends=True)
+        return json.dumps([{"stream_name": "stdout", "time": 0.0, "data": line} for line in lines])
+
+    def quota(self, user: str, accelerator: Accelerator, now: float) -> QuotaReport:
+        mine = [
+            s
+            for s in self.sessions.values()
+            if s.owner == user and s.accelerator is accelerator and s.started_at is not None
+        ]
+        week_start = self._limits.week.start(now)
+        intervals = [(s.started_at or now, s.ended_at) for s in mine]
+        running = [(s.started_at or now, s.limit_seconds) for s in mine if s.ended_at is None]
+        return QuotaReport(
+            used=quota.used_seconds(intervals, week_start, now),
+            reserved=quota.reserved_seconds(running, now),
+            allowance=self._limits.allowance_seconds.get(accelerator, 0.0),
+            refresh_time=self._limits.week.refresh_time(now),
+        )
+
+
+def _script_text(request: PushRequest) -> str:
+    """The Python source a push runs: the script, or a notebook's code cells in order."""
+    if request.kernel_type != "notebook":
+        return request.text
+    try:
+        cells = json.loads(request.text).get("cells", [])
+    except (json.JSONDecodeError, AttributeError):
+        raise bad_request("A notebook's text must be .ipynb JSON") from None
+    sources = []
+    for cell in cells:
+        if cell.get("cell_type") == "code":
+            source = cell.get("source", "")
+            sources.append("".join(source) if isinstance(source, list) else source)
+    return "\n\n".join(sources) + "\n"

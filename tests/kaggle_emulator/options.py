@@ -1,0 +1,51 @@
+"""Everything a test can configure about the emulated Kaggle account and its timings."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.kaggle_emulator.clock import Clock, SystemClock
+
+HOUR = 3600.0
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class EmulatorOptions:
+    # Accounts: username -> API key (Basic auth), and bearer access token -> username.
+    users: dict[str, str] = field(default_factory=lambda: {"alice": "alice-key"})
+    api_tokens: dict[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int = 0  # 0 picks a free port; 7777 is where KaggleEnv.TEST looks
+    clock: Clock = field(default_factory=SystemClock)
+
+    # Kernels
+    queue_seconds: float = 0.3  # how long a pushed session reads QUEUED before it starts
+    max_gpu_sessions: int = 2
+    gpu_overflow: str = "reject"  # "reject" like Kaggle, or "queue" to hold it QUEUED
+    default_session_seconds: float = 12 * HOUR  # when the push names no timeout
+    max_session_seconds: float = 12 * HOUR  # 9 h for TPU sessions
+    max_tpu_session_seconds: float = 9 * HOUR
+    grace_seconds: float = 2.0  # SIGTERM at the limit, SIGKILL this much later
+    output_page_size: int = 20  # ListKernelSessionOutput's page size when none is asked
+    max_output_files: int = 500  # the output listing stops here, as Kaggle's did
+    python: str = sys.executable
+    repo_root: Path = REPO_ROOT
+
+    # Quota
+    gpu_allowance_seconds: float = 30 * HOUR
+    tpu_allowance_seconds: float = 20 * HOUR
+    week_seconds: float = 7 * 24 * HOUR
+    week_epoch: float | None = None  # start of quota week 0; None: the clock at start-up
+
+    # Datasets
+    dataset_processing_seconds: float = 1.0
+    dataset_not_found_seconds: float = 0.3
+    unpack_archives: bool = True
+    dataset_files_page_size: int = 20
+
+    def __post_init__(self) -> None:
+        if self.gpu_overflow not in ("reject", "queue"):
+            raise ValueError(f"gpu_overflow must be 'reject' or 'queue', not {self.gpu_overflow!r}")

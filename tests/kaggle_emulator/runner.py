@@ -1,0 +1,69 @@
+"""Runs a kernel session for real on this machine, through the project's session supervisor.
+
+The session directory is laid out like Kaggle's /kaggle: `input/<slug>/` for every mounted data
+source and `working/` as the cwd, where the script runs as `working/__script__.py`. The script
+finds that root in `BATON_KAGGLE_ROOT`, and imports the project (`worker`, `trainers`) through
+`PYTHONPATH`, standing in for packages installed in Kaggle's image.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Protocol
+
+from orchestrator.backends import sessions
+from orchestrator.backends.supervisor import WORKING_DIR, SessionExit, SessionPlan
+from tests.kaggle_emulator.kernel_sessions import KernelSession
+
+SCRIPT_NAME = "__script__.py"
+
+
+class SessionRunner(Protocol):
+    def start(self, session: KernelSession) -> None: ...
+
+    def state(self, session: KernelSession) -> sessions.SessionState: ...
+
+    def result(self, session: KernelSession) -> SessionExit | None: ...
+
+    def cancel(self, session: KernelSession) -> bool: ...
+
+
+class SupervisedRunner:
+    """The real runner: `orchestrator.backends.sessions` with a hard time limit."""
+
+    def __init__(self, python: str, repo_root: Path, grace_seconds: float) -> None:
+        self._python = python
+        self._repo_root = repo_root
+        self._grace = grace_seconds
+
+    def start(self, session: KernelSession) -> None:
+        root = session.root
+        (root / "input").mkdir(parents=True, exist_ok=True)
+        for mount in session.mounts:
+            shutil.copytree(mount.source, root / "input" / mount.name, dirs_exist_ok=True)
+        working = root / WORKING_DIR
+        working.mkdir(exist_ok=True)
+        (working / SCRIPT_NAME).write_text(session.script)
+        plan = SessionPlan(
+            command=[self._python, SCRIPT_NAME],
+            limit_seconds=session.limit_seconds,
+            grace_seconds=self._grace,
+            env={
+                "BATON_KAGGLE_ROOT": str(root),
+                "PYTHONPATH": str(self._repo_root),
+                "PYTHONUNBUFFERED": "1",
+                "KAGGLE_KERNEL_RUN_TYPE": "Batch",
+            },
+            cwd=WORKING_DIR,
+        )
+        sessions.start_session(root, plan)
+
+    def state(self, session: KernelSession) -> sessions.SessionState:
+        return sessions.session_state(session.root)
+
+    def result(self, session: KernelSession) -> SessionExit | None:
+        return SessionExit.read(session.root)
+
+    def cancel(self, session: KernelSession) -> bool:
+        return sessions.cancel_session(session.root)

@@ -1,0 +1,80 @@
+"""The emulator's whole state behind one lock: accounts, datasets, blobs, kernels, faults."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.kaggle_emulator.accelerators import Accelerator
+from tests.kaggle_emulator.blobs import BlobStore
+from tests.kaggle_emulator.datasets import DatasetRegistry, DatasetTiming
+from tests.kaggle_emulator.faults import Faults
+from tests.kaggle_emulator.kernels import KernelLimits, KernelRegistry
+from tests.kaggle_emulator.options import EmulatorOptions
+from tests.kaggle_emulator.quota import QuotaWeek
+from tests.kaggle_emulator.runner import SessionRunner, SupervisedRunner
+
+
+@dataclass
+class CallContext:
+    """Who is calling, where the server is, and when."""
+
+    user: str
+    base_url: str
+    now: float
+
+
+class EmulatorState:
+    def __init__(
+        self, root: Path, options: EmulatorOptions, runner: SessionRunner | None = None
+    ) -> None:
+        self.root = root
+        self.options = options
+        self.clock = options.clock
+        self.lock = threading.RLock()
+        self.faults = Faults()
+        self.internal_errors: list[str] = []  # tracebacks of emulator bugs; tests assert none
+        # Download and upload URLs carry this instead of credentials, like signed URLs.
+        self.url_secret = secrets.token_urlsafe(12)
+        self.blobs = BlobStore(root / "blobs")
+        self.datasets = DatasetRegistry(
+            root / "datasets",
+            DatasetTiming(options.dataset_processing_seconds, options.dataset_not_found_seconds),
+            options.unpack_archives,
+        )
+        epoch = options.week_epoch if options.week_epoch is not None else self.clock.now()
+        limits = KernelLimits(
+            max_gpu_sessions=options.max_gpu_sessions,
+            gpu_overflow=options.gpu_overflow,
+            queue_seconds=options.queue_seconds,
+            default_session_seconds=options.default_session_seconds,
+            max_session_seconds={
+                Accelerator.NONE: options.max_session_seconds,
+                Accelerator.GPU: options.max_session_seconds,
+                Accelerator.TPU: options.max_tpu_session_seconds,
+            },
+            allowance_seconds={
+                Accelerator.GPU: options.gpu_allowance_seconds,
+                Accelerator.TPU: options.tpu_allowance_seconds,
+            },
+            week=QuotaWeek(epoch, options.week_seconds),
+        )
+        self.kernels = KernelRegistry(
+            root / "sessions",
+            runner or SupervisedRunner(options.python, options.repo_root, options.grace_seconds),
+            self.datasets,
+            limits,
+        )
+        (root / "sessions").mkdir(parents=True, exist_ok=True)
+
+    def reconcile(self) -> None:
+        with self.lock:
+            self.kernels.reconcile(self.clock.now())
+
+    def file_url(self, base_url: str, *parts: str) -> str:
+        return "/".join([base_url, "files", self.url_secret, *parts])
+
+    def upload_url(self, base_url: str, token: str) -> str:
+        return f"{base_url}/upload/{self.url_secret}/{token}"
