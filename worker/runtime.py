@@ -127,10 +127,12 @@ class SegmentRunner:
             self.result.outcome = Outcome.REJECTED
             self.result.error = str(exc)
         except Exception as exc:
-            log.exception("segment failed")
+            log.exception("segment failed at step %d", self.progress.step)
             self.result.outcome = Outcome.FAILED
             self.result.error = short_error(exc)
-        self.result.end_step = self.progress.step
+        # Only committed steps count: the next segment resumes from the committed checkpoint.
+        if self.result.committed:
+            self.result.end_step = self.progress.step
         timings.train = self.progress.train_seconds
         self.result.step_time_ema = self.budget.step_ema
         return self._finish()

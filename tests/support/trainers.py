@@ -98,3 +98,24 @@ class LinearTrainer(Trainer):
             return False
         path.touch()
         return True
+
+
+def make_linear_trainer(
+    config: Mapping[str, Any] | None = None, *, segment_index: int = 0, seed: int = 7
+) -> LinearTrainer:
+    """A set-up LinearTrainer outside the runtime, for checkpoint tests."""
+    from worker.rng import seed_everything
+    from worker.trainer import TrainContext
+
+    seed_everything(seed)
+    ctx = TrainContext(
+        config=config or {},
+        seed=seed,
+        job_id="job-1",
+        segment_index=segment_index,
+        total_steps=100,
+        start_step=0,
+    )
+    trainer = LinearTrainer(ctx)
+    trainer.setup()
+    return trainer

@@ -1,0 +1,91 @@
+"""Factories for segment specs and session roots, and a runner for `python -m worker`."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from worker.contract import (
+    CHECKPOINT_DIR,
+    RESULT_FILE,
+    SEGMENT_FILE,
+    ExpectedCheckpoint,
+    SegmentResult,
+    SegmentSpec,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+INPUT_CHECKPOINT = "input/checkpoint"
+
+
+def make_spec(**overrides: Any) -> SegmentSpec:
+    fields: dict[str, Any] = {
+        "job_id": "job-1",
+        "segment_index": 0,
+        "trainer": "tests.support.trainers:LinearTrainer",
+        "config": {},
+        "total_steps": 30,
+        "limit_seconds": 600.0,
+        "seed": 7,
+    }
+    fields.update(overrides)
+    return SegmentSpec(**fields)
+
+
+def next_spec(previous: SegmentSpec, result: SegmentResult, **overrides: Any) -> SegmentSpec:
+    """The spec of the segment that resumes from `previous`'s committed checkpoint."""
+    fields: dict[str, Any] = {
+        "segment_index": previous.segment_index + 1,
+        "resume_path": INPUT_CHECKPOINT,
+        "expect": ExpectedCheckpoint(previous.job_id, previous.segment_index, result.end_step),
+    }
+    return dataclasses.replace(previous, **{**fields, **overrides})
+
+
+def make_root(root: Path, spec: SegmentSpec, resume_from: Path | None = None) -> Path:
+    """Lay out a session root: segment.json, plus the previous checkpoint under input/."""
+    root.mkdir(parents=True, exist_ok=True)
+    if resume_from is not None:
+        shutil.copytree(resume_from, root / INPUT_CHECKPOINT)
+    (root / SEGMENT_FILE).write_text(spec.to_json())
+    return root
+
+
+def output_checkpoint(root: Path, spec: SegmentSpec) -> Path:
+    return root / spec.output_dir / CHECKPOINT_DIR
+
+
+def read_result(root: Path, spec: SegmentSpec) -> SegmentResult:
+    import json
+
+    return SegmentResult.from_dict(json.loads((root / spec.output_dir / RESULT_FILE).read_text()))
+
+
+def worker_command(root: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "worker", "--root", str(root), *extra]
+
+
+def start_worker(root: Path) -> subprocess.Popen[str]:
+    """Start a real worker process; stderr is piped so tests can follow its step log."""
+    return subprocess.Popen(
+        worker_command(root),
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run_worker(root: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        worker_command(root),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -1,0 +1,131 @@
+import json
+
+import pytest
+import torch
+
+from tests.support.trainers import LinearTrainer, make_linear_trainer
+from worker.checkpoint import TMP_PREFIX, commit_checkpoint, load_checkpoint
+from worker.contract import CHECKPOINT_DIR, MANIFEST_FILE, ExpectedCheckpoint
+from worker.digest import model_digest
+from worker.manifest import CorruptCheckpoint, StaleCheckpoint, verify_checkpoint
+from worker.rng import capture_rng_state
+
+EXPECT = ExpectedCheckpoint("job-1", 0, 5)
+
+
+def trained(steps: int = 5) -> LinearTrainer:
+    trainer = make_linear_trainer()
+    for step in range(steps):
+        trainer.train_step(step)
+    return trainer
+
+
+@pytest.fixture
+def committed(tmp_path):
+    trainer = trained()
+    commit_checkpoint(tmp_path, trainer, 5, capture_rng_state(), "job-1", 0)
+    return tmp_path / CHECKPOINT_DIR, trainer
+
+
+def test_round_trip_restores_state_step_and_rng(committed):
+    directory, trainer = committed
+    rng = capture_rng_state()
+    resume, manifest = load_checkpoint(directory, EXPECT)
+    assert (manifest.job_id, manifest.segment_index, manifest.step) == ("job-1", 0, 5)
+    assert resume.step == 5
+    assert manifest.model_digest == model_digest(trainer.model_tensors())
+    assert torch.equal(resume.rng["torch"], rng["torch"])
+    fresh = make_linear_trainer(seed=99)
+    fresh.load_state_dict(resume.trainer)
+    assert model_digest(fresh.model_tensors()) == manifest.model_digest
+    assert fresh.sampler.state_dict() == trainer.sampler.state_dict()
+
+
+def test_commit_replaces_the_previous_checkpoint(committed, tmp_path):
+    _, trainer = committed
+    trainer.train_step(5)
+    commit_checkpoint(tmp_path, trainer, 6, capture_rng_state(), "job-1", 1)
+    assert verify_checkpoint(tmp_path / CHECKPOINT_DIR).step == 6
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT_DIR]
+
+
+def test_failed_write_leaves_the_previous_checkpoint_and_no_temp_dir(committed, tmp_path):
+    _, trainer = committed
+
+    def broken_write(directory, state):
+        (directory / "partial.pt").write_bytes(b"half")
+        raise OSError("disk full")
+
+    trainer.write_state = broken_write  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="disk full"):
+        commit_checkpoint(tmp_path, trainer, 6, capture_rng_state(), "job-1", 1)
+    assert verify_checkpoint(tmp_path / CHECKPOINT_DIR).step == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT_DIR]
+
+
+def test_next_commit_removes_leftovers_of_a_killed_one(committed, tmp_path):
+    _, trainer = committed
+    leftover = tmp_path / f"{TMP_PREFIX}dead"
+    leftover.mkdir()
+    (leftover / "trainer.pt").write_bytes(b"torn")
+    commit_checkpoint(tmp_path, trainer, 5, capture_rng_state(), "job-1", 0)
+    assert not leftover.exists()
+
+
+def test_tampered_file_is_rejected(committed):
+    directory, _ = committed
+    path = directory / "trainer.pt"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptCheckpoint, match=r"trainer\.pt"):
+        load_checkpoint(directory, EXPECT)
+
+
+def test_missing_manifest_means_no_checkpoint(committed):
+    directory, _ = committed
+    (directory / MANIFEST_FILE).unlink()
+    with pytest.raises(CorruptCheckpoint, match="no manifest"):
+        load_checkpoint(directory, EXPECT)
+
+
+def test_truncated_file_is_rejected(committed):
+    directory, _ = committed
+    path = directory / "runtime-rank0.pt"
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(CorruptCheckpoint):
+        load_checkpoint(directory, EXPECT)
+
+
+def test_extra_leftover_file_is_rejected(committed):
+    directory, _ = committed
+    (directory / "optimizer.pt.partial").write_bytes(b"x")
+    with pytest.raises(CorruptCheckpoint, match="extra"):
+        load_checkpoint(directory, EXPECT)
+
+
+def test_missing_directory_is_rejected(tmp_path):
+    with pytest.raises(CorruptCheckpoint, match="no checkpoint directory"):
+        load_checkpoint(tmp_path / "nope", EXPECT)
+
+
+def test_garbage_manifest_is_rejected(committed):
+    directory, _ = committed
+    (directory / MANIFEST_FILE).write_text(json.dumps({"job_id": "job-1"}))
+    with pytest.raises(CorruptCheckpoint, match="malformed"):
+        load_checkpoint(directory, EXPECT)
+
+
+@pytest.mark.parametrize(
+    "expect",
+    [
+        ExpectedCheckpoint("job-2", 0, 5),
+        ExpectedCheckpoint("job-1", 1, 5),
+        ExpectedCheckpoint("job-1", 0, 4),
+    ],
+    ids=["other-job", "other-segment", "other-step"],
+)
+def test_stale_checkpoint_is_rejected(committed, expect):
+    directory, _ = committed
+    with pytest.raises(StaleCheckpoint):
+        load_checkpoint(directory, expect)

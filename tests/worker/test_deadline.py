@@ -1,0 +1,79 @@
+"""The deadline rule, played on a fake clock like submitit's tests."""
+
+import pytest
+
+from worker.contract import Estimates, MarginPolicy
+from worker.deadline import (
+    SAVE_FLOOR_SECONDS,
+    SessionBudget,
+    estimate_save_seconds,
+    must_stop_before_step,
+)
+
+MINUTE = 60.0
+START = 1_000_000.0
+
+
+def hour_session(**estimates: float) -> SessionBudget:
+    """A 60-minute session: 60 s steps, k=2, 30 s safety, 120 s save and 60 s upload measured."""
+    budget = SessionBudget.for_session(
+        START,
+        60 * MINUTE,
+        MarginPolicy(k_steps=2.0, safety_seconds=30.0),
+        Estimates(**{"save_seconds": 120.0, "upload_seconds": 60.0, **estimates}),
+    )
+    budget.record_step(60.0)
+    return budget
+
+
+@pytest.mark.parametrize(
+    ("minute", "stop"),
+    [(30, False), (50, False), (54, False), (55, True), (59, True)],
+)
+def test_hour_session_stops_only_when_two_steps_and_exit_costs_no_longer_fit(minute, stop):
+    # Reserved: 2*60 step + 120 save + 60 upload + 30 safety = 330 s, so the last start is 54:30.
+    assert hour_session().should_stop(START + minute * MINUTE) is stop
+
+
+def test_exit_seconds_count_against_the_deadline():
+    assert not hour_session().should_stop(START + 54 * MINUTE)
+    assert hour_session(exit_seconds=60.0).should_stop(START + 54 * MINUTE)
+
+
+def test_ema_follows_slower_steps():
+    budget = hour_session()
+    assert not budget.should_stop(START + 54 * MINUTE)
+    for _ in range(10):
+        budget.record_step(120.0)  # steps got twice as slow: now 4 min of steps are reserved
+    assert budget.step_seconds == pytest.approx(120.0, rel=0.05)
+    assert budget.should_stop(START + 53 * MINUTE)
+
+
+def test_rule_is_strict_at_the_boundary():
+    kwargs = {"step_seconds": 10.0, "reserved_seconds": 5.0, "k_steps": 2.0}
+    assert not must_stop_before_step(75.0, 100.0, **kwargs)
+    assert must_stop_before_step(75.1, 100.0, **kwargs)
+
+
+def test_first_step_uses_the_previous_segments_step_time():
+    no_history = SessionBudget.for_session(START, 100.0, MarginPolicy(2.0, 1.0), Estimates())
+    with_history = SessionBudget.for_session(
+        START, 100.0, MarginPolicy(2.0, 1.0), Estimates(step_seconds=30.0)
+    )
+    # 20 s left, 1.5 s reserved: an unknown step is tried, a known 30 s step is not.
+    assert not no_history.should_stop(START + 80.0)
+    assert with_history.should_stop(START + 80.0)
+
+
+def test_save_estimate_falls_back_to_state_size():
+    budget = SessionBudget.for_session(START, 100.0, MarginPolicy(), Estimates())
+    assert budget.save_seconds == SAVE_FLOOR_SECONDS
+    budget.record_state_size(2_000_000_000)
+    assert budget.save_seconds == pytest.approx(estimate_save_seconds(2_000_000_000))
+    assert budget.save_seconds == pytest.approx(20.5)
+
+
+def test_measured_save_time_beats_the_size_estimate():
+    budget = SessionBudget.for_session(START, 100.0, MarginPolicy(), Estimates(save_seconds=3.0))
+    budget.record_state_size(2_000_000_000)
+    assert budget.save_seconds == 3.0

@@ -1,0 +1,172 @@
+"""SegmentRunner in-process, with a fake clock: deadlines land on exact, repeatable steps."""
+
+import itertools
+import json
+
+import pytest
+
+from tests.support.segments import make_root, make_spec, next_spec, output_checkpoint
+from worker.contract import RESULT_FILE, SEGMENT_FILE, ExpectedCheckpoint, Outcome, SegmentResult
+from worker.manifest import CorruptCheckpoint, verify_checkpoint
+from worker.runtime import (
+    EXIT_COMMITTED,
+    EXIT_FAILED,
+    EXIT_REJECTED,
+    SegmentRunner,
+    exit_code_for,
+    main,
+)
+from worker.stopflag import StopFlag
+
+
+class FakeClock:
+    """Advances `tick` seconds per reading, so each step 'takes' one tick."""
+
+    def __init__(self, tick: float = 1.0) -> None:
+        self.now = 0.0
+        self.tick = tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def run(root, spec, stop_flag=None) -> SegmentResult:
+    if not (root / SEGMENT_FILE).exists():
+        make_root(root, spec)
+    runner = SegmentRunner(
+        spec, root, process_start=0.0, clock=FakeClock(), stop_flag=stop_flag or StopFlag()
+    )
+    return runner.run()
+
+
+def run_chain(tmp_path, spec):
+    results, roots = [], []
+    while not results or results[-1].outcome != Outcome.COMPLETED:
+        if results:
+            spec = next_spec(spec, results[-1])
+        root = tmp_path / f"seg{spec.segment_index}"
+        resume = output_checkpoint(roots[-1], spec) if roots else None
+        make_root(root, spec, resume_from=resume)
+        results.append(run(root, spec))
+        roots.append(root)
+        assert len(results) < 20, "chain makes no progress"
+    return results
+
+
+def test_deadline_chain_matches_uninterrupted_run(tmp_path):
+    spec = make_spec(total_steps=40, config={"log_every": 7})
+    whole = run(tmp_path / "whole", spec)
+    assert whole.outcome == Outcome.COMPLETED
+    # Each reading of the fake clock is 1 s: a 40 s session fits about a dozen steps.
+    short = make_spec(total_steps=40, limit_seconds=40.0, config={"log_every": 7})
+    chained = run_chain(tmp_path / "short", short)
+    assert len(chained) >= 3
+    assert [r.outcome for r in chained[:-1]] == [Outcome.DEADLINE] * (len(chained) - 1)
+    for before, after in itertools.pairwise(chained):
+        assert after.start_step == before.end_step > before.start_step
+    assert chained[-1].end_step == 40
+    assert chained[-1].model_digest == whole.model_digest
+
+
+def test_metrics_are_every_log_every_steps_plus_the_last(tmp_path):
+    result = run(tmp_path, make_spec(total_steps=23, config={"log_every": 10}))
+    assert [m["step"] for m in result.metrics] == [10, 20, 23]
+    assert set(result.metrics[0]) == {"step", "loss", "lr"}
+
+
+def test_result_json_is_written_with_timings(tmp_path):
+    spec = make_spec(total_steps=5)
+    run(tmp_path, spec)
+    data = json.loads((tmp_path / spec.output_dir / RESULT_FILE).read_text())
+    assert data["outcome"] == Outcome.COMPLETED
+    assert (data["start_step"], data["end_step"]) == (0, 5)
+    assert data["timings"]["train"] > 0
+    assert data["timings"]["total"] > 0
+    assert data["model_digest"] == verify_checkpoint(output_checkpoint(tmp_path, spec)).model_digest
+
+
+def test_stop_flag_ends_the_segment_with_a_commit(tmp_path):
+    flag = StopFlag()
+    flag.set()
+    spec = make_spec(total_steps=5)
+    result = run(tmp_path, spec, stop_flag=flag)
+    assert (result.outcome, result.end_step) == (Outcome.STOPPED, 0)
+    assert verify_checkpoint(output_checkpoint(tmp_path, spec)).step == 0
+
+
+def test_no_time_for_one_step_still_commits_the_resumed_state(tmp_path):
+    first = make_spec(total_steps=10)
+    done = run(tmp_path / "a", first)
+    # 3 s of session: startup and load readings use it up before the first step.
+    spec = next_spec(first, done, limit_seconds=3.0, total_steps=20)
+    make_root(tmp_path / "b", spec, resume_from=output_checkpoint(tmp_path / "a", first))
+    result = run(tmp_path / "b", spec)
+    assert (result.outcome, result.start_step, result.end_step) == (Outcome.DEADLINE, 10, 10)
+    manifest = verify_checkpoint(output_checkpoint(tmp_path / "b", spec))
+    assert (manifest.segment_index, manifest.step) == (1, 10)
+    assert manifest.model_digest == done.model_digest
+
+
+def test_exception_fails_the_segment_without_a_commit(tmp_path):
+    spec = make_spec(total_steps=10, config={"fail_at_step": 4})
+    result = run(tmp_path, spec)
+    assert result.outcome == Outcome.FAILED
+    assert "injected failure at step 4" in (result.error or "")
+    assert result.end_step == result.start_step == 0
+    assert not output_checkpoint(tmp_path, spec).exists()
+    assert exit_code_for(result.outcome) == EXIT_FAILED
+
+
+def test_unknown_trainer_fails(tmp_path):
+    result = run(tmp_path, make_spec(trainer="tests.support.trainers:Nope"))
+    assert result.outcome == Outcome.FAILED
+    assert "Nope" in (result.error or "")
+
+
+def corrupt(path):
+    (path / "trainer.pt").write_bytes(b"garbage")
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("missing", "no checkpoint directory"),
+        ("tampered", "does not match"),
+        ("stale", "not the expected one"),
+        ("no-expect", "without expect"),
+        ("no-path", "no resume_path"),
+    ],
+)
+def test_bad_resume_input_is_rejected_never_trained_from_scratch(tmp_path, case, message):
+    first = make_spec(total_steps=4)
+    done = run(tmp_path / "a", first)
+    spec = next_spec(first, done)
+    if case == "stale":
+        spec = next_spec(first, done, expect=ExpectedCheckpoint("job-1", 0, 3))
+    elif case == "no-expect":
+        spec = next_spec(first, done, expect=None)
+    elif case == "no-path":
+        spec = next_spec(first, done, resume_path=None)
+    resume = None if case == "missing" else output_checkpoint(tmp_path / "a", first)
+    root = make_root(tmp_path / "b", spec, resume_from=resume)
+    if case == "tampered":
+        corrupt(root / "input" / "checkpoint")
+    result = run(root, spec)
+    assert result.outcome == Outcome.REJECTED
+    assert message in (result.error or "")
+    assert result.end_step == result.start_step
+    assert exit_code_for(result.outcome) == EXIT_REJECTED
+    with pytest.raises(CorruptCheckpoint):
+        verify_checkpoint(output_checkpoint(root, spec))
+
+
+def test_main_exit_codes(tmp_path):
+    ok = make_root(tmp_path / "ok", make_spec(total_steps=3))
+    assert main(["--root", str(ok), "--started-at", "0"]) == EXIT_COMMITTED  # long past: deadline
+    assert read_outcome(ok) == Outcome.DEADLINE
+    assert main(["--root", str(tmp_path / "empty")]) == EXIT_FAILED
+
+
+def read_outcome(root):
+    return json.loads((root / "working" / RESULT_FILE).read_text())["outcome"]
