@@ -5,7 +5,13 @@ import json
 
 import pytest
 
-from tests.support.segments import make_root, make_spec, next_spec, output_checkpoint
+from tests.support.segments import (
+    make_root,
+    make_spec,
+    next_spec,
+    output_checkpoint,
+    read_result,
+)
 from worker.contract import RESULT_FILE, SEGMENT_FILE, ExpectedCheckpoint, Outcome, SegmentResult
 from worker.manifest import CorruptCheckpoint, verify_checkpoint
 from worker.runtime import (
@@ -166,6 +172,8 @@ def test_main_exit_codes(tmp_path):
     assert main(["--root", str(ok), "--started-at", "0"]) == EXIT_COMMITTED  # long past: deadline
     assert read_outcome(ok) == Outcome.DEADLINE
     assert main(["--root", str(tmp_path / "empty")]) == EXIT_FAILED
+    stale = next_spec(make_spec(), read_result(ok, make_spec()))
+    assert main(["--root", str(make_root(tmp_path / "stale", stale))]) == EXIT_REJECTED
 
 
 def read_outcome(root):
