@@ -16,7 +16,7 @@ from tests.kaggle_emulator.datasets import Dataset
 from tests.kaggle_emulator.faults import Faults
 from tests.kaggle_emulator.kernel_sessions import KernelSession
 from tests.kaggle_emulator.options import EmulatorOptions
-from tests.kaggle_emulator.runner import SessionRunner
+from tests.kaggle_emulator.runner import SessionRunner, SupervisedRunner
 from tests.kaggle_emulator.server import EmulatorHTTPServer
 from tests.kaggle_emulator.state import EmulatorState
 
@@ -31,7 +31,10 @@ class Emulator:
         self, root: Path, options: EmulatorOptions, runner: SessionRunner | None = None
     ) -> None:
         root.mkdir(parents=True, exist_ok=True)
-        self.state = EmulatorState(root, options, runner)
+        self._runner = runner or SupervisedRunner(
+            options.python, options.repo_root, options.grace_seconds
+        )
+        self.state = EmulatorState(root, options, self._runner)
         self._server = EmulatorHTTPServer((options.host, options.port), self.state)
         self.port: int = self._server.server_address[1]
         self.url = f"http://localhost:{self.port}"
@@ -64,10 +67,11 @@ class Emulator:
             active = [s for s in runner.sessions.values() if s.active]
             for session in active:
                 runner.cancel(session.id, session.owner)
+        started = [s for s in runner.sessions.values() if s.started_at is not None]
         deadline = time.monotonic() + _STOP_WAIT_SECONDS
         while time.monotonic() < deadline:
             self.state.reconcile()
-            if not any(s.active and s.started_at is not None for s in active):
+            if not any(s.active for s in active) and all(map(self._runner.exited, started)):
                 return
             time.sleep(0.05)
 

@@ -292,6 +292,10 @@ class KernelRegistry:
             status, message = outcome(result, session.limit_seconds)
             session.output_kept = not result.output_dropped
             session.failure_message = message
+        elif state is SessionState.LOST and session.status is WorkerStatus.CANCEL_REQUESTED:
+            # A cancel that reached the supervisor before it installed its signal handlers
+            # kills it without a status.json; the session is cancelled all the same.
+            status = WorkerStatus.CANCEL_ACKNOWLEDGED
         elif state is SessionState.LOST:
             status, message = WorkerStatus.ERROR, "The session's machine was lost."
             session.failure_message = message

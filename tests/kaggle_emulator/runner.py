@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.backends import sessions
-from orchestrator.backends.supervisor import WORKING_DIR, SessionExit, SessionPlan
+from orchestrator.backends.supervisor import PID_FILE, WORKING_DIR, SessionExit, SessionPlan
 from tests.kaggle_emulator.kernel_sessions import KernelSession
 
 SCRIPT_NAME = "__script__.py"
@@ -27,6 +27,8 @@ class SessionRunner(Protocol):
     def result(self, session: KernelSession) -> SessionExit | None: ...
 
     def cancel(self, session: KernelSession) -> bool: ...
+
+    def exited(self, session: KernelSession) -> bool: ...
 
 
 class SupervisedRunner:
@@ -67,3 +69,21 @@ class SupervisedRunner:
 
     def cancel(self, session: KernelSession) -> bool:
         return sessions.cancel_session(session.root)
+
+    def exited(self, session: KernelSession) -> bool:
+        """Whether the session's supervisor has exited; reaps it if it is a zombie.
+
+        `sessions` stops polling a supervisor's Popen once status.json exists, so a finished
+        supervisor stays a zombie and its Popen warns "subprocess is still running" when
+        collected. `cancel_session` on a zombie only polls (and so reaps) it, sending nothing.
+        """
+        try:
+            pid = int((session.root / PID_FILE).read_text())
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ValueError, IndexError):
+            return True
+        if state != "Z":
+            return False
+        sessions.cancel_session(session.root)
+        return True

@@ -14,7 +14,7 @@ from tests.kaggle_emulator.faults import Faults
 from tests.kaggle_emulator.kernels import KernelLimits, KernelRegistry
 from tests.kaggle_emulator.options import EmulatorOptions
 from tests.kaggle_emulator.quota import QuotaWeek
-from tests.kaggle_emulator.runner import SessionRunner, SupervisedRunner
+from tests.kaggle_emulator.runner import SessionRunner
 
 
 @dataclass
@@ -27,9 +27,7 @@ class CallContext:
 
 
 class EmulatorState:
-    def __init__(
-        self, root: Path, options: EmulatorOptions, runner: SessionRunner | None = None
-    ) -> None:
+    def __init__(self, root: Path, options: EmulatorOptions, runner: SessionRunner) -> None:
         self.root = root
         self.options = options
         self.clock = options.clock
@@ -63,7 +61,7 @@ class EmulatorState:
         )
         self.kernels = KernelRegistry(
             root / "sessions",
-            runner or SupervisedRunner(options.python, options.repo_root, options.grace_seconds),
+            runner,
             self.datasets,
             limits,
         )
