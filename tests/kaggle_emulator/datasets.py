@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tarfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,8 +175,12 @@ class DatasetRegistry:
         suffix = next((s for s in _ARCHIVE_SUFFIXES if blob.name.endswith(s)), None)
         if self._unpack and suffix is not None:
             target = directory / blob.name[: -len(suffix)]
-            fmt = {".zip": "zip", ".tar": "tar"}.get(suffix, "gztar")
-            shutil.unpack_archive(blob.path, target, fmt, filter="data")
+            if suffix == ".zip":
+                with zipfile.ZipFile(blob.path) as archive:
+                    archive.extractall(target)  # zipfile strips absolute and ".." parts
+            else:
+                with tarfile.open(blob.path) as archive:
+                    archive.extractall(target, filter="data")
         else:
             shutil.copyfile(blob.path, directory / blob.name)
 

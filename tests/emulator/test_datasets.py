@@ -1,0 +1,148 @@
+"""Datasets through KaggleApi's real blob upload flow: processing, 403, 404, dir_mode, mounts."""
+
+from __future__ import annotations
+
+import json
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from kagglesdk import KaggleClient
+from kagglesdk.datasets.types.dataset_api_service import (
+    ApiGetDatasetStatusRequest,
+    ApiListDatasetFilesRequest,
+)
+from kagglesdk.datasets.types.dataset_enums import DatabundleVersionStatus
+from kagglesdk.kernels.types.kernels_enums import KernelWorkerStatus as S
+from requests import HTTPError
+
+from tests.emulator import calls
+from tests.emulator.calls import TERMINAL
+from tests.kaggle_emulator import Emulator
+
+
+def _folder(path: Path, slug: str, files: dict[str, str]) -> Path:
+    path.mkdir(parents=True)
+    meta = {"id": f"alice/{slug}", "title": f"Title {slug}", "licenses": [{"name": "CC0-1.0"}]}
+    (path / "dataset-metadata.json").write_text(json.dumps(meta))
+    for name, content in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(content)
+    return path
+
+
+def _status(client: KaggleClient, slug: str) -> DatabundleVersionStatus:
+    request = ApiGetDatasetStatusRequest()
+    request.owner_slug, request.dataset_slug = "alice", slug
+    return client.datasets.dataset_api_client.get_dataset_status(request).status
+
+
+def _wait_ready(client: KaggleClient, slug: str) -> list[str]:
+    seen: list[str] = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            current = _status(client, slug).name
+        except HTTPError as error:
+            current = str(error.response.status_code)
+        if not seen or seen[-1] != current:
+            seen.append(current)
+        if current == "READY":
+            return seen
+        time.sleep(0.05)
+    raise AssertionError(f"{slug} never became ready: {seen}")
+
+
+def _wait_version(client: KaggleClient, slug: str, number: int) -> None:
+    """GetDatasetStatus reads the last visible version, so wait on the version itself."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            _file_names(client, slug, number)
+            return
+        except HTTPError as error:
+            if error.response.status_code != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _file_names(client: KaggleClient, slug: str, version: int | None = None) -> list[str]:
+    request = ApiListDatasetFilesRequest()
+    request.owner_slug, request.dataset_slug = "alice", slug
+    request.dataset_version_number = version
+    response = client.datasets.dataset_api_client.list_dataset_files(request)
+    return [f.name for f in response.dataset_files]
+
+
+def test_create_then_version_via_blob_upload(
+    emulator: Emulator, client: KaggleClient, tmp_path: Path
+) -> None:
+    api = emulator.kaggle_api()
+    folder = _folder(tmp_path / "v1", "checkpoints", {"step.txt": "1", "ckpt/model.bin": "w1"})
+    created = api.dataset_create_new(str(folder), dir_mode="zip", quiet=True)
+    assert created.status == "Ok"
+    assert not created.error
+
+    assert _wait_ready(client, "checkpoints") == ["404", "BLOBS_RECEIVED", "READY"]
+    assert _file_names(client, "checkpoints") == ["ckpt/model.bin", "step.txt"]
+
+    (folder / "step.txt").write_text("2")
+    second = api.dataset_create_version(str(folder), "segment 2", quiet=True, dir_mode="zip")
+    assert second.status == "Ok"
+    with pytest.raises(HTTPError) as busy:
+        api.dataset_create_version(str(folder), "too soon", quiet=True, dir_mode="zip")
+    assert busy.value.response.status_code == 403
+    _wait_version(client, "checkpoints", 2)
+    assert [v.number for v in emulator.dataset("alice/checkpoints").versions] == [1, 2]
+
+    api.dataset_download_files("alice/checkpoints", path=str(tmp_path / "dl"), unzip=True)
+    assert (tmp_path / "dl" / "step.txt").read_text() == "2"
+    assert (tmp_path / "dl" / "ckpt" / "model.bin").read_text() == "w1"
+    api.dataset_download_files("alice/checkpoints/1", path=str(tmp_path / "old"))
+    with zipfile.ZipFile(tmp_path / "old" / "checkpoints.zip") as archive:
+        assert archive.read("step.txt") == b"1"
+
+
+def test_dir_mode_skip_drops_subfolders(
+    emulator: Emulator, client: KaggleClient, tmp_path: Path
+) -> None:
+    folder = _folder(tmp_path / "d", "skipped", {"top.txt": "t", "sub/inner.txt": "i"})
+    emulator.kaggle_api().dataset_create_new(str(folder), quiet=True)
+    _wait_ready(client, "skipped")
+    assert _file_names(client, "skipped") == ["top.txt"]
+
+
+def test_a_kernel_reads_a_mounted_dataset(
+    emulator: Emulator, client: KaggleClient, tmp_path: Path
+) -> None:
+    folder = _folder(tmp_path / "d", "resume-from", {"state.json": '{"step": 7}'})
+    emulator.kaggle_api().dataset_create_new(str(folder), quiet=True)
+    _wait_ready(client, "resume-from")
+    script = (
+        "import json, os\n"
+        "root = os.environ['BATON_KAGGLE_ROOT']\n"
+        "state = json.load(open(os.path.join(root, 'input', 'resume-from', 'state.json')))\n"
+        "open('next.txt', 'w').write(str(state['step'] + 1))\n"
+    )
+    response = calls.push(client, "alice/reader", script, datasets=["alice/resume-from"])
+    assert response.invalid_dataset_sources == []
+    final, _ = calls.wait_for(client, "alice/reader", TERMINAL)
+    assert final.status == S.COMPLETE, final.failure_message
+    emulator.kaggle_api().kernels_output("alice/reader", str(tmp_path / "out"))
+    assert (tmp_path / "out" / "next.txt").read_text() == "8"
+
+
+def test_unknown_or_unready_source_is_reported_invalid_and_not_mounted(
+    emulator: Emulator, client: KaggleClient, tmp_path: Path
+) -> None:
+    folder = _folder(tmp_path / "d", "fresh-data", {"a.txt": "a"})
+    emulator.kaggle_api().dataset_create_new(str(folder), quiet=True)
+    script = "import os\nprint(os.listdir(os.environ['BATON_KAGGLE_ROOT'] + '/input'))\n"
+    response = calls.push(
+        client, "alice/early", script, datasets=["alice/fresh-data", "alice/no-such-data"]
+    )
+    assert response.invalid_dataset_sources == ["alice/fresh-data", "alice/no-such-data"]
+    final, _ = calls.wait_for(client, "alice/early", TERMINAL)
+    assert final.status == S.COMPLETE
+    assert emulator.push_counts == {"alice/early": 1}
