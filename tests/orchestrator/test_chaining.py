@@ -1,0 +1,101 @@
+"""End to end through the REST API: jobs chain across real, time-limited local sessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from orchestrator.reference import run_uninterrupted
+from orchestrator.spec import JobSpec
+from tests.factories import job_spec, wait_finished
+
+pytestmark = pytest.mark.slow
+
+# ~16 s of training steps against 8 s sessions, each spending 2-4 s starting Python and torch.
+CHAINED = job_spec(
+    total_steps=400,
+    config={"step_sleep": 0.04},
+    session={"limit_seconds": 8, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+)
+
+
+def _segments(api: TestClient, job_id: str) -> list[dict[str, Any]]:
+    segments: list[dict[str, Any]] = api.get(f"/api/v1/jobs/{job_id}/segments").json()
+    return segments
+
+
+def _reference_digest(spec: dict[str, Any], tmp_path: Path) -> str:
+    reference = run_uninterrupted(JobSpec.model_validate(spec), tmp_path / "reference")
+    assert reference.manifest is not None, reference.problem
+    return reference.manifest.model_digest
+
+
+def test_job_chains_across_sessions_to_the_uninterrupted_digest(
+    live_api: TestClient, tmp_path: Path
+) -> None:
+    job_id = live_api.post("/api/v1/jobs", json=CHAINED).json()["id"]
+    job = wait_finished(live_api, job_id)
+    assert job["state"] == "succeeded", job
+    assert job["steps_done"] == 400
+
+    segments = _segments(live_api, job_id)
+    assert len(segments) >= 4
+    assert all(seg["state"] == "succeeded" for seg in segments)
+    assert [seg["outcome"] for seg in segments][-1] == "completed"
+    assert {seg["outcome"] for seg in segments[:-1]} == {"deadline"}
+    # Contiguous: each segment starts exactly where the previous one committed.
+    assert segments[0]["start_step"] == 0
+    for before, after in zip(segments, segments[1:], strict=False):
+        assert after["start_step"] == before["end_step"] > before["start_step"]
+    assert segments[-1]["end_step"] == 400
+    for seg in segments:
+        assert seg["checkpoint"]["step"] == seg["end_step"]
+        assert seg["timings"]["total"] < seg["limit_seconds"]
+
+    metrics = live_api.get(f"/api/v1/jobs/{job_id}/metrics").json()
+    steps = [point["step"] for point in metrics]
+    assert steps == sorted(steps)
+    assert {point["segment_index"] for point in metrics} == {seg["index"] for seg in segments}
+
+    final = segments[-1]["checkpoint"]["model_digest"]
+    assert final == _reference_digest(CHAINED, tmp_path)
+
+
+def test_kill_during_save_resumes_from_the_previous_commit(
+    live_api: TestClient, tmp_path: Path
+) -> None:
+    marker = tmp_path / "killed-once"
+    spec = {
+        **CHAINED,
+        "config": {**CHAINED["config"], "kill_during_save_segment": 1, "fault_marker": str(marker)},
+    }
+    job_id = live_api.post("/api/v1/jobs", json=spec).json()["id"]
+    job = wait_finished(live_api, job_id)
+    assert job["state"] == "succeeded", job
+    assert marker.exists()
+
+    segments = _segments(live_api, job_id)
+    killed = segments[1]
+    assert (killed["state"], killed["end_step"], killed["checkpoint"]) == ("failed", None, None)
+    # The retry starts from segment 0's commit, not from anything the killed save left behind.
+    assert segments[2]["start_step"] == segments[0]["end_step"]
+    committed = [seg for seg in segments if seg["state"] == "succeeded"]
+    for before, after in zip(committed, committed[1:], strict=False):
+        assert after["start_step"] == before["end_step"]
+    assert committed[-1]["checkpoint"]["model_digest"] == _reference_digest(spec, tmp_path)
+
+
+def test_crashing_trainer_fails_the_job_after_max_failures(live_api: TestClient) -> None:
+    spec = job_spec(config={"fail_at_step": 3}, retry={"max_failures": 1})
+    job_id = live_api.post("/api/v1/jobs", json=spec).json()["id"]
+    job = wait_finished(live_api, job_id)
+    assert job["state"] == "failed"
+    assert "2 consecutive failed segments" in job["reason"]
+    assert "fail_at_step" in job["reason"] or "step 3" in job["reason"]
+    segments = _segments(live_api, job_id)
+    assert [seg["state"] for seg in segments] == ["failed", "failed"]
+    # Resume retries a failed job with a fresh failure budget, from its last checkpoint.
+    assert live_api.post(f"/api/v1/jobs/{job_id}/resume").json()["state"] == "queued"
