@@ -21,7 +21,11 @@ from orchestrator.lifecycle import JobState, UserAction
 from orchestrator.models import Checkpoint, Event, Job, Segment, User
 from orchestrator.spec import JobSpec
 
-router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
+router = APIRouter(
+    prefix="/api/v1/jobs",
+    tags=["jobs"],
+    responses={401: {"description": "Missing or invalid API token"}},
+)
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such job (or not yours)"}}
 _CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {"description": "The job's state does not allow this action"}
