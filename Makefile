@@ -1,0 +1,35 @@
+# Two entry points for a newcomer: `make demo` and `make test`. Each installs what it needs.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# A CPU build of torch; a looser pin pulls a multi-GB CUDA build. Override on a GPU machine.
+TORCH ?= torch==2.13.0
+
+.PHONY: demo test lint format bench clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e '.[train,dev]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/baton demo
+
+test: $(VENV)/.installed
+	$(PY) -m pytest
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: $(VENV)/.installed
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
