@@ -199,7 +199,7 @@ class SegmentRunner:
             self.budget.record_step(elapsed)
             self.progress.train_seconds += elapsed
             self.progress.step += 1
-            metrics = {"step": float(self.progress.step)}
+            metrics = {"step": self.progress.step}
             metrics.update({key: float(value) for key, value in step_metrics.items()})
             if self.progress.step % log_every == 0:
                 self._record(metrics)

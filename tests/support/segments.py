@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import subprocess
 import sys
@@ -60,8 +61,6 @@ def output_checkpoint(root: Path, spec: SegmentSpec) -> Path:
 
 
 def read_result(root: Path, spec: SegmentSpec) -> SegmentResult:
-    import json
-
     return SegmentResult.from_dict(json.loads((root / spec.output_dir / RESULT_FILE).read_text()))
 
 
