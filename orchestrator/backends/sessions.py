@@ -36,6 +36,7 @@ class SessionState(enum.StrEnum):
 
 def start_session(root: Path, plan: SessionPlan) -> int:
     """Write the plan and start a detached supervisor for it; returns the supervisor's pid."""
+    reap_finished()
     (root / SESSION_FILE).write_text(json.dumps(asdict(plan), indent=2))
     with open(root / LOG_FILE, "ab") as log:
         proc = subprocess.Popen(
@@ -49,6 +50,13 @@ def start_session(root: Path, plan: SessionPlan) -> int:
     _children[proc.pid] = proc
     (root / PID_FILE).write_text(str(proc.pid))
     return proc.pid
+
+
+def reap_finished() -> None:
+    """Collect the exit status of supervisors this process started that have ended."""
+    for pid, child in list(_children.items()):
+        if child.poll() is not None:
+            del _children[pid]
 
 
 def _supervisor_pid(root: Path) -> int | None:
@@ -72,9 +80,10 @@ def _alive(pid: int) -> bool:
 
 
 def session_state(root: Path) -> SessionState:
-    if SessionExit.read(root) is not None:
-        return SessionState.FINISHED
     pid = _supervisor_pid(root)
+    if SessionExit.read(root) is not None:
+        reap_finished()
+        return SessionState.FINISHED
     if pid is None:
         return SessionState.NOT_STARTED
     if _alive(pid):

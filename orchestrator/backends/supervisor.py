@@ -112,10 +112,9 @@ def _wait_until(proc: subprocess.Popen[bytes], deadline: float, requests: _Reque
     return proc.poll() is not None
 
 
-def supervise(root: Path) -> SessionExit:
+def supervise(root: Path, requests: _Requests) -> SessionExit:
     """Run the session to its end; SIGTERM to the supervisor cancels, SIGUSR1 asks a stop."""
     plan = SessionPlan.read(root)
-    requests = _Requests()
     started_at = time.time()
     limit_at = time.monotonic() + plan.limit_seconds
     with open(root / LOG_FILE, "ab") as log:
@@ -159,8 +158,9 @@ def supervise(root: Path) -> SessionExit:
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1]).resolve()
-    supervise(root)
+    # Handlers first: a cancel that arrives while the session starts must not be lost.
+    requests = _Requests()
+    supervise(Path(argv[1]).resolve(), requests)
     return 0
 
 

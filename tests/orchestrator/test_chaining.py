@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ def test_job_chains_across_sessions_to_the_uninterrupted_digest(
     assert {seg["outcome"] for seg in segments[:-1]} == {"deadline"}
     # Contiguous: each segment starts exactly where the previous one committed.
     assert segments[0]["start_step"] == 0
-    for before, after in zip(segments, segments[1:], strict=False):
+    for before, after in itertools.pairwise(segments):
         assert after["start_step"] == before["end_step"] > before["start_step"]
     assert segments[-1]["end_step"] == 400
     for seg in segments:
@@ -83,7 +84,7 @@ def test_kill_during_save_resumes_from_the_previous_commit(
     # The retry starts from segment 0's commit, not from anything the killed save left behind.
     assert segments[2]["start_step"] == segments[0]["end_step"]
     committed = [seg for seg in segments if seg["state"] == "succeeded"]
-    for before, after in zip(committed, committed[1:], strict=False):
+    for before, after in itertools.pairwise(committed):
         assert after["start_step"] == before["end_step"]
     assert committed[-1]["checkpoint"]["model_digest"] == _reference_digest(spec, tmp_path)
 

@@ -78,7 +78,11 @@ def test_malformed_json_gets_422(api: TestClient) -> None:
 @pytest.mark.parametrize("headers", [{}, auth("bt_wrong"), {"Authorization": "Basic eDp5"}])
 def test_missing_or_wrong_token_gets_401(api: TestClient, headers: dict[str, str]) -> None:
     api.headers.pop("Authorization")
-    for method, path in [("GET", "/api/v1/jobs"), ("POST", "/api/v1/jobs"), ("GET", "/api/v1/jobs/x")]:
+    for method, path in [
+        ("GET", "/api/v1/jobs"),
+        ("POST", "/api/v1/jobs"),
+        ("GET", "/api/v1/jobs/x"),
+    ]:
         response = api.request(method, path, headers=headers, json=job_spec())
         assert response.status_code == 401
         assert response.headers["WWW-Authenticate"] == "Bearer"
