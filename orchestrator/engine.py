@@ -191,7 +191,9 @@ class Engine:
         self, session: Session, job: Job, spec: JobSpec, quota: Quota | None
     ) -> Segment:
         latest = session.scalars(
-            select(Checkpoint).where(Checkpoint.job_id == job.id).order_by(Checkpoint.step.desc())
+            select(Checkpoint)
+            .where(Checkpoint.job_id == job.id)
+            .order_by(Checkpoint.step.desc(), Checkpoint.segment_index.desc())
         ).first()
         done = session.scalars(
             select(Segment)
@@ -326,6 +328,7 @@ class Engine:
         if result is not None:
             timings = asdict(result.timings)
             timings["session"] = collected.session_seconds
+            timings["step_ema"] = result.step_time_ema
             fields |= {"outcome": result.outcome, "timings": timings, "metrics": result.metrics}
         if committed:
             assert result is not None
@@ -351,7 +354,12 @@ class Engine:
                         manifest=collected.manifest.to_dict(),
                     )
                 )
-            end = SegmentEnd(committed, result.end_step if committed and result else None, reason)
+            end = SegmentEnd(
+                committed,
+                result.end_step if committed and result else None,
+                reason,
+                progressed=bool(committed and result and result.end_step > segment.start_step),
+            )
             decision = decide_segment_end(job_view(fresh), end)
             if decision.to_state is not None:
                 apply_decision(session, fresh, decision)
@@ -364,4 +372,5 @@ def _past(segment: Segment) -> PastSegment:
         upload_seconds=float(timings.get("upload", 0.0)),
         worker_seconds=float(timings.get("total", 0.0)),
         session_seconds=timings.get("session"),
+        step_seconds=timings.get("step_ema"),
     )

@@ -154,6 +154,7 @@ class SegmentEnd:
     committed: bool
     end_step: int | None
     reason: str
+    progressed: bool = True  # committed at least one step beyond where it started
 
 
 def decide_segment_end(job: JobView, end: SegmentEnd) -> Decision:
@@ -166,6 +167,9 @@ def decide_segment_end(job: JobView, end: SegmentEnd) -> Decision:
         fields: dict[str, Any] = {"steps_done": end.end_step, "failures": 0}
         if done:
             return Decision(JobState.SUCCEEDED, fields, event="succeeded")
+        if not end.progressed:
+            # A session too short for start-up, one step and a save would chain forever.
+            return _count_failure(job, "the segment committed no new step", fields)
         return _next_or_pause(job, fields, "segment_committed", end.reason)
     return _count_failure(job, end.reason)
 
@@ -175,13 +179,14 @@ def decide_launch_failure(job: JobView, reason: str) -> Decision:
     return _count_failure(job, reason)
 
 
-def _count_failure(job: JobView, reason: str) -> Decision:
+def _count_failure(job: JobView, reason: str, fields: dict[str, Any] | None = None) -> Decision:
     failures = job.failures + 1
+    fields = {**(fields or {}), "failures": failures}
     if failures > job.max_failures:
         message = f"{failures} consecutive failed segments; last: {reason}"
-        fields = {"failures": failures, "reason": message, "pause_requested": False}
+        fields |= {"reason": message, "pause_requested": False}
         return Decision(JobState.FAILED, fields, event="failed", message=message)
-    return _next_or_pause(job, {"failures": failures}, "segment_failed", reason)
+    return _next_or_pause(job, fields, "segment_failed", reason)
 
 
 def _next_or_pause(job: JobView, fields: dict[str, Any], event: str, message: str) -> Decision:

@@ -39,6 +39,7 @@ class PastSegment:
     upload_seconds: float
     worker_seconds: float  # worker's own total, process start to result.json
     session_seconds: float | None  # the backend's wall time for the whole session
+    step_seconds: float | None  # the segment's step_time_ema
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,12 @@ def learn_estimates(history: Sequence[PastSegment]) -> Estimates:
         for past in recent
         if past.session_seconds is not None
     ]
+    steps = [past.step_seconds for past in recent if past.step_seconds is not None]
     return Estimates(
         save_seconds=max(past.save_seconds for past in recent) * ESTIMATE_PADDING,
         upload_seconds=max(past.upload_seconds for past in recent) * ESTIMATE_PADDING,
         exit_seconds=max(exits, default=0.0) * ESTIMATE_PADDING,
+        step_seconds=steps[-1] if steps else None,
     )
 
 

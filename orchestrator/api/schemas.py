@@ -50,7 +50,8 @@ class SegmentTimings(BaseModel):
     save: float | None = None
     upload: float | None = None
     total: float | None = None
-    session: float | None = None
+    session: float | None = None  # the backend's wall time for the whole session
+    step_ema: float | None = None  # moving average of one training step
 
 
 class SegmentOut(BaseModel):

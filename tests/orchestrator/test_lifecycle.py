@@ -199,3 +199,13 @@ def test_quota_parks_and_wakes_jobs() -> None:
     wake = decide_quota(_view(JobState.WAITING), later, later)
     assert wake is not None
     assert wake.to_state is JobState.QUEUED
+
+
+def test_a_segment_that_commits_no_new_step_counts_as_a_failure() -> None:
+    stuck = SegmentEnd(True, 10, "deadline", progressed=False)
+    retry = decide_segment_end(_view(JobState.RUNNING), stuck)
+    assert retry.to_state is JobState.QUEUED
+    assert retry.fields == {"steps_done": 10, "failures": 1}
+    fatal = decide_segment_end(_view(JobState.RUNNING, failures=2), stuck)
+    assert fatal.to_state is JobState.FAILED
+    assert "no new step" in fatal.fields["reason"]

@@ -1,0 +1,61 @@
+"""Segment planning: start step, limit, expected checkpoint and learned estimates."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.planner import (
+    ESTIMATE_PADDING,
+    CheckpointRef,
+    PastSegment,
+    build_segment_spec,
+    learn_estimates,
+    plan_next_segment,
+)
+from orchestrator.spec import JobSpec
+from tests.factories import job_spec
+from worker.contract import Estimates, ExpectedCheckpoint
+
+SPEC = JobSpec.model_validate(job_spec(session={"limit_seconds": 600}))
+
+
+def _past(save: float, *, step: float | None = 0.1, session: float | None = 100.0) -> PastSegment:
+    return PastSegment(
+        save_seconds=save,
+        upload_seconds=save / 2,
+        worker_seconds=98.0,
+        session_seconds=session,
+        step_seconds=step,
+    )
+
+
+def test_first_segment_starts_from_scratch_with_no_estimates() -> None:
+    plan = plan_next_segment(SPEC, 0, None, [])
+    assert (plan.index, plan.start_step, plan.limit_seconds, plan.resume) == (0, 0, 600, None)
+    assert plan.estimates == Estimates()
+    segment = build_segment_spec("j1", SPEC, plan)
+    assert (segment.resume_path, segment.expect) == (None, None)
+
+
+def test_next_segment_resumes_from_and_expects_the_latest_checkpoint() -> None:
+    plan = plan_next_segment(SPEC, 3, CheckpointRef(segment_index=2, step=120), [_past(4.0)])
+    segment = build_segment_spec("j1", SPEC, plan)
+    assert plan.start_step == 120
+    assert segment.expect == ExpectedCheckpoint("j1", 2, 120)
+    assert segment.resume_path == "input/checkpoint"
+    assert (segment.total_steps, segment.seed, segment.trainer) == (50, 7, SPEC.trainer)
+
+
+def test_estimates_take_the_worst_recent_cost_padded() -> None:
+    history = [_past(100.0), _past(2.0), _past(5.0, step=0.3), _past(3.0, step=0.2)]
+    learned = learn_estimates(history)
+    # Only the last three count: the 100 s save four segments ago is forgotten.
+    assert learned.save_seconds == pytest.approx(5.0 * ESTIMATE_PADDING)
+    assert learned.upload_seconds == pytest.approx(2.5 * ESTIMATE_PADDING)
+    assert learned.exit_seconds == pytest.approx(2.0 * ESTIMATE_PADDING)
+    assert learned.step_seconds == 0.2
+
+
+def test_quota_caps_the_session_limit() -> None:
+    assert plan_next_segment(SPEC, 0, None, [], quota_seconds=300).limit_seconds == 300
+    assert plan_next_segment(SPEC, 0, None, [], quota_seconds=9000).limit_seconds == 600
