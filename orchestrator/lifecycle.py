@@ -167,7 +167,7 @@ def decide_segment_end(job: JobView, end: SegmentEnd) -> Decision:
         fields: dict[str, Any] = {"steps_done": end.end_step, "failures": 0}
         if done:
             return Decision(JobState.SUCCEEDED, fields, event="succeeded")
-        if not end.progressed:
+        if not end.progressed and not job.pause_requested:
             # A session too short for start-up, one step and a save would chain forever.
             return _count_failure(job, "the segment committed no new step", fields)
         return _next_or_pause(job, fields, "segment_committed", end.reason)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import itertools
+import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from orchestrator.backends.sessions import SessionState, session_state
+from orchestrator.config import Settings
 from orchestrator.reference import run_uninterrupted
 from orchestrator.spec import JobSpec
-from tests.factories import job_spec, wait_finished
+from tests.factories import job_spec, wait_finished, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -100,3 +104,62 @@ def test_crashing_trainer_fails_the_job_after_max_failures(live_api: TestClient)
     assert [seg["state"] for seg in segments] == ["failed", "failed"]
     # Resume retries a failed job with a fresh failure budget, from its last checkpoint.
     assert live_api.post(f"/api/v1/jobs/{job_id}/resume").json()["state"] == "queued"
+
+
+def _wait_segment_running(api: TestClient, job_id: str) -> dict[str, Any]:
+    def running(job: dict[str, Any]) -> bool:
+        segments = _segments(api, job_id)
+        return bool(segments) and segments[-1]["state"] == "running"
+
+    wait_for(api, job_id, running, timeout=60)
+    return _segments(api, job_id)[-1]
+
+
+def _wait_training(settings: Settings, job_id: str, segment: dict[str, Any]) -> None:
+    log = settings.sessions_dir / f"{job_id}-{segment['index']:04d}" / "log.txt"
+    deadline = time.monotonic() + 60
+    while "step 20/" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, "the session never started training"
+        time.sleep(0.1)
+
+
+def test_pause_commits_early_and_resume_continues_exactly(
+    live_api: TestClient, settings: Settings, tmp_path: Path
+) -> None:
+    spec = job_spec(total_steps=150, config={"step_sleep": 0.05, "log_every": 10})
+    job_id = live_api.post("/api/v1/jobs", json=spec).json()["id"]
+    _wait_training(settings, job_id, _wait_segment_running(live_api, job_id))
+    job = live_api.post(f"/api/v1/jobs/{job_id}/pause").json()
+    assert (job["state"], job["pause_requested"]) == ("running", True)
+    assert live_api.post(f"/api/v1/jobs/{job_id}/pause").status_code == 409
+
+    paused = wait_for(live_api, job_id, lambda job: job["state"] == "paused", timeout=60)
+    [stopped] = _segments(live_api, job_id)
+    assert stopped["outcome"] == "stopped"
+    assert 0 < stopped["end_step"] < 150
+    assert paused["steps_done"] == stopped["end_step"]
+
+    assert live_api.post(f"/api/v1/jobs/{job_id}/resume").json()["state"] == "queued"
+    assert wait_finished(live_api, job_id)["state"] == "succeeded"
+    final = _segments(live_api, job_id)[-1]
+    assert final["start_step"] == stopped["end_step"]
+    assert final["checkpoint"]["model_digest"] == _reference_digest(spec, tmp_path)
+
+
+def test_cancel_kills_the_running_session(live_api: TestClient, settings: Settings) -> None:
+    spec = job_spec(total_steps=10_000, config={"step_sleep": 0.05})
+    job_id = live_api.post("/api/v1/jobs", json=spec).json()["id"]
+    segment = _wait_segment_running(live_api, job_id)
+    assert live_api.post(f"/api/v1/jobs/{job_id}/cancel").json()["state"] == "cancelled"
+
+    def segment_cancelled(job: dict[str, Any]) -> bool:
+        return _segments(live_api, job_id)[-1]["state"] == "cancelled"
+
+    wait_for(live_api, job_id, segment_cancelled, timeout=30)
+    session = settings.sessions_dir / f"{job_id}-{segment['index']:04d}"
+    deadline = time.monotonic() + 10
+    while session_state(session) is not SessionState.FINISHED:
+        assert time.monotonic() < deadline, "the session outlived its cancellation"
+        time.sleep(0.1)
+    assert json.loads((session / "status.json").read_text())["cancelled"] is True
+    assert live_api.post(f"/api/v1/jobs/{job_id}/resume").status_code == 409

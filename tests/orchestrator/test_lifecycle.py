@@ -209,3 +209,10 @@ def test_a_segment_that_commits_no_new_step_counts_as_a_failure() -> None:
     fatal = decide_segment_end(_view(JobState.RUNNING, failures=2), stuck)
     assert fatal.to_state is JobState.FAILED
     assert "no new step" in fatal.fields["reason"]
+
+
+def test_a_requested_stop_before_the_first_step_pauses_without_a_failure() -> None:
+    stopped = SegmentEnd(True, 10, "stopped", progressed=False)
+    decision = decide_segment_end(_view(JobState.RUNNING, pause_requested=True), stopped)
+    assert decision.to_state is JobState.PAUSED
+    assert decision.fields["failures"] == 0
