@@ -21,7 +21,8 @@ def main(argv: list[str]) -> int:
     from benchmarks.loop import ResumedTraining
     from benchmarks.workload import Workload
 
-    run_dir, session, workload = Path(argv[1]), int(argv[2]), Workload.from_dict(json.loads(argv[3]))
+    run_dir, session = Path(argv[1]), int(argv[2])
+    workload = Workload.from_dict(json.loads(argv[3]))
     training = ResumedTraining(workload, run_dir, session, process_start)
     while not training.done:
         training.train_step()

@@ -7,6 +7,7 @@ its embedded reconcile loop under a real uvicorn server on a loopback port, defa
 
 from __future__ import annotations
 
+import itertools
 import re
 import socket
 import threading
@@ -119,7 +120,7 @@ def run(workload: Workload, workdir: Path, timeout: float = 600) -> WayResult:
     notes = [f"job {job['state']}" + (f": {job['reason']}" if job["reason"] else "")]
     gaps = [
         _seconds_between(before["ended_at"], after["launched_at"])
-        for before, after in zip(segments, segments[1:], strict=False)
+        for before, after in itertools.pairwise(segments)
     ]
     return WayResult(
         KEY,

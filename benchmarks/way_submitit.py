@@ -14,7 +14,7 @@ from typing import Any
 
 import submitit
 
-from benchmarks.loop import ResumedTraining, events_path, read_events, session_record
+from benchmarks.loop import ResumedTraining, read_events, session_record
 from benchmarks.records import WayResult
 from benchmarks.workload import Workload
 from worker.contract import CHECKPOINT_DIR
