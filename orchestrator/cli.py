@@ -234,8 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Like `python -m`, make trainers in the current directory importable.
-    sys.path.insert(0, os.getcwd())
+    # Make trainers in the current directory importable, after Baton's own packages.
+    sys.path.append(os.getcwd())
     args = build_parser().parse_args(argv)
     code: int = args.run(args)
     return code

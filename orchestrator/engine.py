@@ -319,6 +319,7 @@ class Engine:
             log.warning("status of %s unknown for now: %s", segment.launch_id, exc)
             return
         self._finish(job, segment, collected)
+        self.reconcile_job(job.id)  # chain the next segment now, not a tick later
 
     def _finish(self, job: Job, segment: Segment, collected: Collected) -> None:
         result = collected.result
