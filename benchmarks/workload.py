@@ -74,7 +74,7 @@ class Workload:
 # ~5 sessions of 15 s: each spends ~5 s starting Python + torch and loading, ~8 s in steps.
 FULL = Workload(name="full", total_steps=450, session_seconds=15, save_every=40, signal_delay_s=2)
 # 2-3 sessions of 11 s, for CI smoke.
-QUICK = Workload(name="quick", total_steps=110, session_seconds=11, save_every=20, signal_delay_s=2)
+QUICK = Workload(name="quick", total_steps=140, session_seconds=11, save_every=20, signal_delay_s=2)
 
 
 def job_spec(workload: Workload) -> dict[str, Any]:
