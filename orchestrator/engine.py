@@ -49,7 +49,7 @@ from orchestrator.planner import (
     build_segment_spec,
     plan_next_segment,
 )
-from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
+from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec, spec_warnings
 from orchestrator.transitions import StaleState, record_event, set_job_state, set_segment_state
 from worker.contract import SegmentSpec
 
@@ -117,6 +117,8 @@ class Engine:
             session.add(job)
             session.flush()
             record_event(session, job.id, "submitted", to_state=JobState.QUEUED.value)
+            for warning in spec_warnings(job.spec):
+                record_event(session, job.id, "warning", message=warning)
         return job
 
     def act(self, user_id: str, job_id: str, action: UserAction) -> Job:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import ast
+import enum
 import importlib.util
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 MAX_CONFIG_BYTES = 64 * 1024
 # Below this a session is all start-up: Python plus torch alone take seconds.
@@ -42,17 +45,120 @@ class RetrySpec(BaseModel):
     max_failures: int = Field(default=3, ge=0, le=100)
 
 
+def field_error(model: str, loc: tuple[str, ...], message: str, value: Any) -> ValidationError:
+    """A validation error located at `loc`, for rules that look at more than one field."""
+    error = PydanticCustomError("value_error", message)
+    return ValidationError.from_exception_data(
+        model, [InitErrorDetails(type=error, loc=loc, input=value)]
+    )
+
+
+class Accelerator(enum.StrEnum):
+    NONE = "none"
+    T4X2 = "t4x2"
+    P100 = "p100"  # retired on 2026-09-15; Kaggle runs such requests on T4 x2
+    TPU = "tpu"
+
+
+# Kaggle's `machine_shape` per accelerator. "NvidiaTeslaT4" is 2 x T4 (no single T4 since
+# 2026-09); never rely on `enable_gpu` alone, which gives a P100 (kaggle-cli #821, #1151).
+MACHINE_SHAPES: dict[Accelerator, str | None] = {
+    Accelerator.NONE: None,
+    Accelerator.T4X2: "NvidiaTeslaT4",
+    Accelerator.P100: "NvidiaTeslaT4",
+    Accelerator.TPU: "TpuV5E8",
+}
+KAGGLE_SESSION_SECONDS = {Accelerator.TPU: 9 * 3600.0}
+KAGGLE_DEFAULT_SESSION_SECONDS = 12 * 3600.0
+SOURCE_PATTERN = r"^[A-Za-z0-9][\w-]*/[A-Za-z0-9][\w.-]*(/\d+)?$"
+REQUIREMENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~ ]*$"
+
+
+class KaggleSpec(BaseModel):
+    """How a job's segments run as Kaggle kernels."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    accelerator: Accelerator = Accelerator.T4X2
+    enable_internet: bool = False
+    # pip requirements installed at the start of each session (needs enable_internet).
+    requirements: list[str] = Field(default_factory=list, max_length=50)
+    dataset_sources: list[str] = Field(default_factory=list, max_length=20)
+    kernel_sources: list[str] = Field(default_factory=list, max_length=20)
+    model_sources: list[str] = Field(default_factory=list, max_length=20)
+    docker_image: str | None = Field(default=None, max_length=256)
+    is_private: bool = True
+    # Quota kept back from sizing a segment: the last session of the week stops this much early.
+    quota_reserve_seconds: float = Field(default=1800.0, ge=0, le=24 * 3600)
+    # The segment publishes its checkpoint and pushes its successor itself (needs internet and
+    # a Kaggle Secret named BATON_KAGGLE_KEY attached to the kernel).
+    self_chain: bool = False
+
+    @field_validator("dataset_sources", "kernel_sources", "model_sources")
+    @classmethod
+    def _sources_are_refs(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not re.fullmatch(SOURCE_PATTERN, value):
+                raise ValueError(f"{value!r} is not owner/slug or owner/slug/version")
+        return values
+
+    @field_validator("requirements")
+    @classmethod
+    def _requirements_are_plain(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if len(value) > 200 or not re.fullmatch(REQUIREMENT_PATTERN, value):
+                raise ValueError(f"{value!r} is not a plain pip requirement")
+        return values
+
+    @model_validator(mode="after")
+    def _internet_for_what_needs_it(self) -> KaggleSpec:
+        for name in ("requirements", "self_chain"):
+            if getattr(self, name) and not self.enable_internet:
+                raise field_error(
+                    "KaggleSpec", (name,), f"{name} requires enable_internet: true", getattr(self, name)
+                )
+        return self
+
+    @property
+    def machine_shape(self) -> str | None:
+        return MACHINE_SHAPES[self.accelerator]
+
+    @property
+    def uses_gpu(self) -> bool:
+        return self.accelerator in (Accelerator.T4X2, Accelerator.P100)
+
+    @property
+    def max_session_seconds(self) -> float:
+        return KAGGLE_SESSION_SECONDS.get(self.accelerator, KAGGLE_DEFAULT_SESSION_SECONDS)
+
+
 class JobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=128, pattern=NAME_PATTERN)
-    backend: Literal["local"]
+    backend: Literal["local", "kaggle"]
     trainer: str = Field(max_length=256, pattern=TRAINER_PATTERN)
     config: dict[str, Any] = Field(default_factory=dict)
     total_steps: int = Field(gt=0, le=10**9)
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
     session: SessionSpec
     retry: RetrySpec = Field(default_factory=RetrySpec)
+    kaggle: KaggleSpec | None = None
+
+    @model_validator(mode="after")
+    def _kaggle_options_fit(self) -> JobSpec:
+        if self.backend == "kaggle" and self.kaggle is None:
+            self.kaggle = KaggleSpec()
+        if self.backend != "kaggle" and self.kaggle is not None:
+            raise field_error("JobSpec", ("kaggle",), "kaggle options need backend: kaggle", None)
+        limit = self.session.limit_seconds
+        if self.kaggle is not None and limit > self.kaggle.max_session_seconds:
+            message = (
+                f"Kaggle ends {self.kaggle.accelerator} sessions after "
+                f"{self.kaggle.max_session_seconds:g} s"
+            )
+            raise field_error("JobSpec", ("session", "limit_seconds"), message, limit)
+        return self
 
     @field_validator("trainer")
     @classmethod
@@ -67,6 +173,16 @@ class JobSpec(BaseModel):
         if size > MAX_CONFIG_BYTES:
             raise ValueError(f"config is {size} bytes; the limit is {MAX_CONFIG_BYTES}")
         return value
+
+
+def spec_warnings(spec: dict[str, Any]) -> list[str]:
+    """Things the user should know about a stored spec that do not make it invalid."""
+    if (spec.get("kaggle") or {}).get("accelerator") == Accelerator.P100.value:
+        return [
+            "P100 was retired on 2026-09-15: Kaggle runs P100 requests on T4 x2, so this job "
+            "is pushed as t4x2 (NvidiaTeslaT4)."
+        ]
+    return []
 
 
 def find_trainer(path: str) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, computed_field, field_validator
+
+from orchestrator.spec import spec_warnings
 
 
 class _FromRow(BaseModel):
@@ -36,6 +38,11 @@ class JobOut(_FromRow):
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def warnings(self) -> list[str]:
+        return spec_warnings(self.spec)
 
 
 class JobList(BaseModel):
