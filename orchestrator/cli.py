@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
 import sys
 import tempfile
@@ -14,13 +15,16 @@ from typing import Any
 
 import httpx
 import uvicorn
+from pydantic import ValidationError
 
 from orchestrator.api.main import create_app
 from orchestrator.auth import issue_token
 from orchestrator.config import Settings
+from orchestrator.credentials import KaggleCredentialsIn, rotate_all
 from orchestrator.db import Database
 from orchestrator.migrate import upgrade
-from orchestrator.service import build_services, prestart
+from orchestrator.secret_box import SecretBoxError
+from orchestrator.service import build_secret_box, build_services, prestart
 from orchestrator.spec import JobSpec, load_spec_file
 
 FINISHED = {"succeeded", "failed", "cancelled"}
@@ -53,6 +57,41 @@ def _token(args: argparse.Namespace) -> int:
     db.dispose()
     # Shown once, to the person who asked for it; only its hash is stored.
     print(token)
+    return 0
+
+
+def _read_key(key_file: str | None) -> str:
+    # Never from argv: a command line is visible to every user in the process list.
+    if key_file is not None:
+        return Path(key_file).read_text().strip()
+    if sys.stdin.isatty():
+        return getpass.getpass("Kaggle API key: ").strip()
+    return sys.stdin.read().strip()
+
+
+def _kaggle_credentials(args: argparse.Namespace) -> int:
+    try:
+        body = KaggleCredentialsIn(username=args.username, key=_read_key(args.key_file))
+    except ValidationError as exc:
+        # Name the field and the rule, never the rejected value: it may be the key.
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise SystemExit(f"invalid Kaggle credentials: {problems}") from None
+    stored = _client(args).call("PUT", "/api/v1/credentials/kaggle", body.model_dump())
+    print(f"stored Kaggle credentials for {stored['username']} (updated {stored['updated_at']})")
+    return 0
+
+
+def _rotate_secret_keys(args: argparse.Namespace) -> int:
+    settings = Settings()
+    prestart(settings)
+    box = build_secret_box(settings)
+    db = Database(settings.resolved_database_url)
+    try:
+        with db.transaction() as session:
+            count = rotate_all(session, box)
+    finally:
+        db.dispose()
+    print(f"re-encrypted {count} stored credential(s) under the first key of {box.source}")
     return 0
 
 
@@ -226,6 +265,17 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", help="a job and its segments")
     show.add_argument("job")
     show.set_defaults(run=_show)
+    kaggle = commands.add_parser(
+        "kaggle-credentials",
+        help="store your Kaggle user name and API key (the key is read from stdin or a file)",
+    )
+    kaggle.add_argument("--username", required=True, help="your Kaggle user name")
+    kaggle.add_argument("--key-file", help="a file holding the API key; default: read stdin")
+    kaggle.set_defaults(run=_kaggle_credentials)
+    commands.add_parser(
+        "rotate-secret-keys",
+        help="re-encrypt stored credentials under the first key of BATON_SECRET_KEYS",
+    ).set_defaults(run=_rotate_secret_keys)
     for action in ("cancel", "pause", "resume"):
         sub = commands.add_parser(action, help=f"{action} a job")
         sub.add_argument("job")
@@ -237,7 +287,11 @@ def main(argv: list[str] | None = None) -> int:
     # Make trainers in the current directory importable, after Baton's own packages.
     sys.path.append(os.getcwd())
     args = build_parser().parse_args(argv)
-    code: int = args.run(args)
+    try:
+        code: int = args.run(args)
+    except SecretBoxError as exc:
+        # A key problem is the operator's to fix; the message names the setting, not a value.
+        raise SystemExit(f"baton: {exc}") from None
     return code
 
 

@@ -25,6 +25,9 @@ class Settings(BaseSettings):
     kill_grace_seconds: float = Field(default=5.0, ge=0)
     # Python that runs local sessions; it needs the `train` extra (torch).
     worker_python: str | None = None
+    # Comma-separated Fernet keys that encrypt stored credentials: the first encrypts, all
+    # decrypt. Production sets it; unset, a key is generated into data_dir/secret.key.
+    secret_keys: SecretStr | None = None
 
     @cached_property
     def resolved_database_url(self) -> str:
@@ -43,3 +46,7 @@ class Settings(BaseSettings):
     @property
     def admin_token_file(self) -> Path:
         return self.data_dir / "admin-token"
+
+    @property
+    def secret_key_file(self) -> Path:
+        return self.data_dir / "secret.key"

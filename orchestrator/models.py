@@ -118,3 +118,16 @@ class Event(Base):
     to_state: Mapped[str | None] = mapped_column(String(16))
     message: Mapped[str | None] = mapped_column(String(4000))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class KaggleCredential(Base):
+    __tablename__ = "kaggle_credentials"
+
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    username: Mapped[str] = mapped_column(String(64))
+    # A Fernet token from SecretBox: the API key itself is never stored.
+    key_ciphertext: Mapped[str] = mapped_column(String(1024))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

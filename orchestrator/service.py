@@ -11,6 +11,7 @@ from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.migrate import upgrade
 from orchestrator.reconciler import ReconcileLoop
+from orchestrator.secret_box import SecretBox, load_secret_box
 
 
 def build_backends(settings: Settings) -> dict[str, Backend]:
@@ -23,9 +24,19 @@ def build_backends(settings: Settings) -> dict[str, Backend]:
     }
 
 
+def build_secret_box(settings: Settings) -> SecretBox:
+    """The box over BATON_SECRET_KEYS, or over data_dir/secret.key (made on first use) if unset."""
+    configured = (
+        settings.secret_keys.get_secret_value() if settings.secret_keys is not None else None
+    )
+    return load_secret_box(configured, settings.secret_key_file)
+
+
 def prestart(settings: Settings) -> None:
-    """Create the data dir, apply migrations, make sure an admin token exists."""
+    """Create the data dir, check the secret keys, apply migrations, make sure of an admin token."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    # Fail on a bad BATON_SECRET_KEYS before anything else, with an error naming it.
+    build_secret_box(settings)
     upgrade(settings.resolved_database_url)
     db = Database(settings.resolved_database_url)
     try:
@@ -40,4 +51,6 @@ def build_services(settings: Settings, *, embedded_loop: bool = True) -> Service
     db = Database(settings.resolved_database_url)
     engine = Engine(db, build_backends(settings), settings.checkpoints_dir)
     loop = ReconcileLoop(engine, settings.reconcile_interval_seconds) if embedded_loop else None
-    return Services(settings=settings, db=db, engine=engine, loop=loop)
+    return Services(
+        settings=settings, db=db, engine=engine, loop=loop, secret_box=build_secret_box(settings)
+    )

@@ -14,6 +14,7 @@ from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.models import User
 from orchestrator.reconciler import ReconcileLoop
+from orchestrator.secret_box import SecretBox
 
 
 @dataclass
@@ -22,6 +23,8 @@ class Services:
     db: Database
     engine: Engine
     loop: ReconcileLoop | None
+    # Encrypts and decrypts stored credentials (orchestrator/credentials.py).
+    secret_box: SecretBox
 
 
 def get_services(request: Request) -> Services:

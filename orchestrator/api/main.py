@@ -6,10 +6,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from orchestrator.api.deps import Services
-from orchestrator.api.routes import health, jobs
+from orchestrator.api.routes import credentials, health, jobs
 from orchestrator.engine import JobNotFound
 from orchestrator.lifecycle import ActionConflict
 from orchestrator.transitions import IllegalTransition, StaleState
@@ -35,6 +36,8 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     app.include_router(health.router)
     app.include_router(jobs.router)
+    app.include_router(credentials.router)
+    app.add_exception_handler(RequestValidationError, credentials.redact_validation_errors)
 
     @app.exception_handler(ActionConflict)
     @app.exception_handler(IllegalTransition)

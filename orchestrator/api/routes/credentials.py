@@ -1,0 +1,94 @@
+"""/api/v1/credentials/kaggle: store, inspect and forget your Kaggle credentials.
+
+The key goes in and never comes out: responses say only whether one is configured.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request, Response, status
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from orchestrator.api.deps import CurrentUser, ServicesDep
+from orchestrator.credentials import (
+    KaggleCredentialsIn,
+    delete_kaggle_credentials,
+    store_kaggle_credentials,
+)
+from orchestrator.models import KaggleCredential
+
+PREFIX = "/api/v1/credentials"
+router = APIRouter(
+    prefix=f"{PREFIX}/kaggle",
+    tags=["credentials"],
+    responses={401: {"description": "Missing or invalid API token"}},
+)
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"description": "You have stored no Kaggle credentials"}
+}
+
+
+class KaggleCredentialsOut(BaseModel):
+    username: str
+    configured: bool
+    updated_at: datetime
+
+
+def _out(row: KaggleCredential) -> KaggleCredentialsOut:
+    # SQLite hands back naive datetimes; every stored time is UTC.
+    updated = row.updated_at if row.updated_at.tzinfo else row.updated_at.replace(tzinfo=UTC)
+    return KaggleCredentialsOut(username=row.username, configured=True, updated_at=updated)
+
+
+def _not_found() -> HTTPException:
+    return HTTPException(status.HTTP_404_NOT_FOUND, "no Kaggle credentials stored")
+
+
+@router.put("", response_model=KaggleCredentialsOut)
+def store_credentials(
+    body: KaggleCredentialsIn, user: CurrentUser, services: ServicesDep
+) -> KaggleCredentialsOut:
+    """Store your Kaggle user name and API key, replacing any stored before."""
+    with services.db.transaction() as session:
+        row = store_kaggle_credentials(
+            session, services.secret_box, user.id, body.username, body.key
+        )
+        return _out(row)
+
+
+@router.get("", response_model=KaggleCredentialsOut, responses=_NOT_FOUND)
+def show_credentials(user: CurrentUser, services: ServicesDep) -> KaggleCredentialsOut:
+    """Whether you have stored Kaggle credentials, and for which Kaggle user. Never the key."""
+    with services.db.transaction() as session:
+        row = session.get(KaggleCredential, user.id)
+        if row is None:
+            raise _not_found()
+        return _out(row)
+
+
+@router.delete("", status_code=status.HTTP_204_NO_CONTENT, responses=_NOT_FOUND)
+def forget_credentials(user: CurrentUser, services: ServicesDep) -> Response:
+    """Forget your Kaggle credentials."""
+    with services.db.transaction() as session:
+        if not delete_kaggle_credentials(session, user.id):
+            raise _not_found()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+async def redact_validation_errors(request: Request, exc: Exception) -> JSONResponse:
+    """A 422 that names the field without echoing its input, under the credentials routes only.
+
+    FastAPI's default 422 repeats each rejected value, which here would be the API key.
+    """
+    assert isinstance(exc, RequestValidationError)  # registered for this exception only
+    if not request.url.path.startswith(PREFIX):
+        return await request_validation_exception_handler(request, exc)
+    errors = [
+        {"loc": error["loc"], "msg": error["msg"], "type": error["type"]} for error in exc.errors()
+    ]
+    return JSONResponse({"detail": errors}, status_code=422)
