@@ -63,7 +63,11 @@ def _token(args: argparse.Namespace) -> int:
 def _read_key(key_file: str | None) -> str:
     # Never from argv: a command line is visible to every user in the process list.
     if key_file is not None:
-        return Path(key_file).read_text().strip()
+        try:
+            return Path(key_file).read_text().strip()
+        except OSError as exc:
+            # Without the path: someone who typed the key there would see it echoed back.
+            raise SystemExit(f"cannot read --key-file: {exc.strerror}") from None
     if sys.stdin.isatty():
         return getpass.getpass("Kaggle API key: ").strip()
     return sys.stdin.read().strip()
@@ -76,7 +80,11 @@ def _kaggle_credentials(args: argparse.Namespace) -> int:
         # Name the field and the rule, never the rejected value: it may be the key.
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise SystemExit(f"invalid Kaggle credentials: {problems}") from None
-    stored = _client(args).call("PUT", "/api/v1/credentials/kaggle", body.model_dump())
+    client = _client(args)
+    try:
+        stored = client.call("PUT", "/api/v1/credentials/kaggle", body.model_dump())
+    finally:
+        client.http.close()
     print(f"stored Kaggle credentials for {stored['username']} (updated {stored['updated_at']})")
     return 0
 
@@ -268,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     kaggle = commands.add_parser(
         "kaggle-credentials",
         help="store your Kaggle user name and API key (the key is read from stdin or a file)",
+        # No prefix matching: `--key SECRET` must be an error, not a guess at --key-file.
+        allow_abbrev=False,
     )
     kaggle.add_argument("--username", required=True, help="your Kaggle user name")
     kaggle.add_argument("--key-file", help="a file holding the API key; default: read stdin")
