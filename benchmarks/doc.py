@@ -104,8 +104,11 @@ SUBMITIT_FINDINGS = """\
   counts as a timeout and spends one of `max_num_timeout` (default 3: a 4th timeout fails the job).
 - Whatever `max_num_timeout` says, the local controller restarts a job at most 6 times
   (`Controller.run(max_retry=6)`); a job that needs a 7th session ends with no result.
-- If the task has not exited when the timeout comes (the save took longer than the delay),
-  `Controller.run` does not requeue at all: the job ends without a result.
+- If the task has not exited when the timeout comes, `Controller.run` does not requeue at all:
+  the job ends without a result. The exit after `sys.exit(144)` includes tearing down an
+  interpreter that imported torch (~1-1.5 s here), which must fit in `signal_delay_s` with the
+  save. With a 2 s delay on this busy machine it did not in one of two full runs (2026-11-21):
+  the job stopped after 2 of its 4 sessions with no result.
 """
 
 
@@ -117,14 +120,18 @@ def _extras(results: Sequence[WayResult]) -> str:
         gaps = [g for g in r.extra.get("gaps_between_sessions", []) if g is not None]
         if gaps:
             lines.append(
-                f"- ({r.key}) gap between one session's end and the next launch: median "
-                f"{statistics.median(gaps):.2f} s (the reconcile interval)"
+                f"- ({r.key}) from collecting a segment to launching the next: median "
+                f"{statistics.median(gaps):.2f} s (a session's end is noticed up to one "
+                "reconcile interval, 1 s, later)"
             )
-        tails = [s.wall - (s.first_step or 0) - s.train - sum(s.saves) for s in r.sessions[:-1]]
-        if tails and r.key in {"b", "d"}:
+        if r.key in {"b", "d"} and len(r.sessions) > 1:
+            cut = r.sessions[:-1]
+            tails = [s.wall - (s.first_step or 0) - s.train - sum(s.saves) for s in cut]
+            early = [r.extra.get("limit", 0) - s.wall for s in cut]
             lines.append(
-                f"- ({r.key}) session time after the last step other than the save (exit, unused "
-                f"margin), median {statistics.median(tails):.2f} s per non-final session"
+                f"- ({r.key}) non-final sessions: after the last step, besides the save (exit), "
+                f"median {statistics.median(tails):.2f} s; ended before the limit, median "
+                f"{statistics.median(early):.2f} s"
             )
         signals = r.extra.get("signals", [])
         if signals:

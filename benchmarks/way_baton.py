@@ -130,7 +130,11 @@ def run(workload: Workload, workdir: Path, timeout: float = 600) -> WayResult:
         final["step"] if final else 0,
         final["model_digest"] if final else None,
         notes=notes,
-        extra={"gaps_between_sessions": gaps, "outcomes": [s["outcome"] for s in segments]},
+        extra={
+            "limit": workload.session_seconds,
+            "gaps_between_sessions": gaps,
+            "outcomes": [s["outcome"] for s in segments],
+        },
     )
 
 

@@ -125,5 +125,9 @@ def _collect(
         manifest.step if manifest else 0,
         manifest.model_digest if manifest else None,
         notes=notes,
-        extra={"signals": signals, "nominal_signal_after_start": nominal},
+        extra={
+            "limit": workload.session_seconds,
+            "signals": signals,
+            "nominal_signal_after_start": nominal,
+        },
     )
