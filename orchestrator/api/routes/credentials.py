@@ -49,7 +49,12 @@ def _not_found() -> HTTPException:
     return HTTPException(status.HTTP_404_NOT_FOUND, "no Kaggle credentials stored")
 
 
-@router.put("", response_model=KaggleCredentialsOut)
+@router.put(
+    "",
+    response_model=KaggleCredentialsOut,
+    # FastAPI answers a body that is not UTF-8 with 400 before validation runs.
+    responses={400: {"description": "The body could not be read as JSON"}},
+)
 def store_credentials(
     body: KaggleCredentialsIn, user: CurrentUser, services: ServicesDep
 ) -> KaggleCredentialsOut:
