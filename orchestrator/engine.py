@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,11 +22,13 @@ from sqlalchemy.orm import Session
 from orchestrator.backends.base import (
     Backend,
     Collected,
+    LaunchRejected,
     LaunchRequest,
     Quota,
     SessionStatus,
     TransientBackendError,
 )
+from orchestrator.backends.registry import BackendResolver
 from orchestrator.db import Database
 from orchestrator.lifecycle import (
     ACTIVE_SEGMENT_STATES,
@@ -49,13 +51,14 @@ from orchestrator.planner import (
     build_segment_spec,
     plan_next_segment,
 )
-from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec, spec_warnings
+from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec, KaggleSpec, spec_warnings
 from orchestrator.transitions import StaleState, record_event, set_job_state, set_segment_state
 from worker.contract import SegmentSpec
 
 log = logging.getLogger(__name__)
 
 _RECONCILED_STATES = (JobState.QUEUED, JobState.RUNNING, JobState.WAITING)
+GPU_SESSIONS_PER_ACCOUNT = 2
 
 
 class JobNotFound(Exception):
@@ -97,7 +100,7 @@ def active_segment(session: Session, job_id: str) -> Segment | None:
 @dataclass
 class Engine:
     db: Database
-    backends: Mapping[str, Backend]
+    backends: BackendResolver
     checkpoints_dir: Path
     clock: Callable[[], datetime] = utcnow
 
@@ -165,7 +168,7 @@ class Engine:
             self._wake_if_quota_refreshed(job)
 
     def _backend(self, job: Job) -> Backend:
-        return self.backends[job.backend]
+        return self.backends.for_job(job)
 
     def _wake_if_quota_refreshed(self, job: Job) -> None:
         refresh_at = job.wait_until
@@ -177,8 +180,28 @@ class Engine:
                 apply_decision(session, job, decision)
 
     def _launch_next(self, job: Job) -> None:
-        quota = self._backend(job).quota()
         spec = JobSpec.model_validate(job.spec)
+        if spec.kaggle is not None and spec.kaggle.uses_gpu:
+            with self.db.transaction() as session:
+                if self._busy_gpu_sessions(session, job.user_id) >= GPU_SESSIONS_PER_ACCOUNT:
+                    return  # Kaggle runs at most 2 batch GPU sessions per account
+        try:
+            quota = self._backend(job).quota()
+        except TransientBackendError as exc:
+            log.warning("quota of job %s unknown for now: %s", job.id, exc)
+            return
+        except LaunchRejected as exc:
+            with self.db.transaction() as session:
+                set_job_state(
+                    session,
+                    job.id,
+                    JobState.QUEUED,
+                    JobState.FAILED,
+                    event="failed",
+                    message=str(exc),
+                    reason=str(exc),
+                )
+            return
         if quota is not None and quota.seconds_left < MIN_SESSION_SECONDS:
             decision = decide_quota(job_view(job), quota.refresh_at, self.clock())
             if decision is not None:
@@ -188,6 +211,18 @@ class Engine:
         with self.db.transaction() as session:
             segment = self._record_launch_intent(session, job, spec, quota)
         self._drive_segment(job, segment)
+
+    def _busy_gpu_sessions(self, session: Session, user_id: str) -> int:
+        specs = session.scalars(
+            select(Job.spec)
+            .join(Segment, Segment.job_id == Job.id)
+            .where(
+                Job.user_id == user_id,
+                Job.backend == "kaggle",
+                Segment.state.in_([state.value for state in ACTIVE_SEGMENT_STATES]),
+            )
+        )
+        return sum(1 for spec in specs if KaggleSpec.model_validate(spec["kaggle"]).uses_gpu)
 
     def _record_launch_intent(
         self, session: Session, job: Job, spec: JobSpec, quota: Quota | None

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from orchestrator.api.deps import Services
 from orchestrator.auth import ensure_admin_token
-from orchestrator.backends.base import Backend
+from orchestrator.backends.kaggle.client import ClientFactory, production_client
 from orchestrator.backends.local import LocalBackend
+from orchestrator.backends.registry import Backends
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.engine import Engine
@@ -14,14 +15,15 @@ from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox, load_secret_box
 
 
-def build_backends(settings: Settings) -> dict[str, Backend]:
-    return {
-        "local": LocalBackend(
-            settings.sessions_dir,
-            python=settings.worker_python,
-            grace_seconds=settings.kill_grace_seconds,
-        )
-    }
+def build_backends(
+    settings: Settings, db: Database, box: SecretBox, kaggle_clients: ClientFactory
+) -> Backends:
+    local = LocalBackend(
+        settings.sessions_dir,
+        python=settings.worker_python,
+        grace_seconds=settings.kill_grace_seconds,
+    )
+    return Backends(local, db, box, settings.data_dir / "kaggle", kaggle_clients)
 
 
 def build_secret_box(settings: Settings) -> SecretBox:
@@ -47,10 +49,16 @@ def prestart(settings: Settings) -> None:
         db.dispose()
 
 
-def build_services(settings: Settings, *, embedded_loop: bool = True) -> Services:
+def build_services(
+    settings: Settings,
+    *,
+    embedded_loop: bool = True,
+    kaggle_clients: ClientFactory = production_client,
+) -> Services:
+    """`kaggle_clients` is the one seam to Kaggle; tests point it at the emulator."""
     db = Database(settings.resolved_database_url)
-    engine = Engine(db, build_backends(settings), settings.checkpoints_dir)
+    box = build_secret_box(settings)
+    backends = build_backends(settings, db, box, kaggle_clients)
+    engine = Engine(db, backends, settings.checkpoints_dir)
     loop = ReconcileLoop(engine, settings.reconcile_interval_seconds) if embedded_loop else None
-    return Services(
-        settings=settings, db=db, engine=engine, loop=loop, secret_box=build_secret_box(settings)
-    )
+    return Services(settings=settings, db=db, engine=engine, loop=loop, secret_box=box)

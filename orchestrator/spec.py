@@ -115,7 +115,10 @@ class KaggleSpec(BaseModel):
         for name in ("requirements", "self_chain"):
             if getattr(self, name) and not self.enable_internet:
                 raise field_error(
-                    "KaggleSpec", (name,), f"{name} requires enable_internet: true", getattr(self, name)
+                    "KaggleSpec",
+                    (name,),
+                    f"{name} requires enable_internet: true",
+                    getattr(self, name),
                 )
         return self
 

@@ -12,6 +12,7 @@ from sqlalchemy import create_engine, text
 
 from orchestrator.config import Settings
 from tests.factories import make_settings, require_services, running_api
+from tests.kaggle_emulator import Emulator, start_emulator
 
 POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -32,6 +33,29 @@ def api(settings: Settings) -> Iterator[TestClient]:
 def live_api(settings: Settings) -> Iterator[TestClient]:
     """The API with its embedded reconcile loop: jobs really run as local sessions."""
     with running_api(settings) as client:
+        yield client
+
+
+@pytest.fixture
+def emulator(tmp_path: Path) -> Iterator[Emulator]:
+    """A Kaggle API emulator with account alice, fast dataset processing and a 30 h GPU week."""
+    with start_emulator(
+        tmp_path / "kaggle",
+        queue_seconds=0.2,
+        dataset_processing_seconds=0.5,
+        dataset_not_found_seconds=0.3,
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+def kaggle_api(settings: Settings, emulator: Emulator) -> Iterator[TestClient]:
+    """The API with its loop and the admin's Kaggle credentials, calling the emulator."""
+    with running_api(settings, kaggle_url=emulator.url) as client:
+        response = client.put(
+            "/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"}
+        )
+        assert response.status_code == 200, response.text
         yield client
 
 

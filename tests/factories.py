@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
+from kagglesdk import KaggleClient, KaggleEnv
 
 from orchestrator.api.main import create_app
+from orchestrator.backends.kaggle.client import ClientFactory
 from orchestrator.config import Settings
 from orchestrator.service import build_services, prestart
+from tests.kaggle_emulator.client import point_at
 
 ADMIN_TOKEN = "bt_test-admin-token-0123456789abcdef"
 FAST_TRAINER = "tests.support.trainers:LinearTrainer"
@@ -52,10 +55,13 @@ def auth(token: str = ADMIN_TOKEN) -> dict[str, str]:
 
 
 @contextmanager
-def running_api(settings: Settings, *, embedded_loop: bool = True) -> Iterator[TestClient]:
+def running_api(
+    settings: Settings, *, embedded_loop: bool = True, kaggle_url: str | None = None
+) -> Iterator[TestClient]:
     """The app with its reconcile loop, after the prestart step, as `baton serve` runs it."""
     prestart(settings)
-    services = build_services(settings, embedded_loop=embedded_loop)
+    extra = {"kaggle_clients": emulator_clients(kaggle_url)} if kaggle_url else {}
+    services = build_services(settings, embedded_loop=embedded_loop, **extra)
     try:
         with TestClient(create_app(services)) as client:
             client.headers.update(auth())
@@ -79,6 +85,28 @@ def wait_for(
 
 def wait_finished(client: TestClient, job_id: str, timeout: float = 240) -> dict[str, Any]:
     return wait_for(client, job_id, lambda job: job["state"] in FINISHED, timeout)
+
+
+def emulator_clients(url: str) -> ClientFactory:
+    """The production client factory's twin: real kagglesdk clients calling the emulator."""
+
+    def factory(username: str, key: str, **kwargs: Any) -> KaggleClient:
+        return point_at(
+            KaggleClient(env=KaggleEnv.TEST, username=username, password=key, **kwargs), url
+        )
+
+    return factory
+
+
+def kaggle_spec(**kaggle: Any) -> dict[str, Any]:
+    """A Kaggle job for the fast trainer, chaining across 8 s sessions."""
+    return job_spec(
+        backend="kaggle",
+        total_steps=400,
+        config={"step_sleep": 0.04},
+        session={"limit_seconds": 8, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+        kaggle={"accelerator": "t4x2", "quota_reserve_seconds": 0, **kaggle},
+    )
 
 
 def require_services() -> bool:

@@ -11,6 +11,7 @@ import pytest
 from orchestrator.auth import ADMIN_USER, get_or_create_user
 from orchestrator.backends.base import LaunchRequest
 from orchestrator.backends.local import LocalBackend
+from orchestrator.backends.registry import StaticBackends
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.engine import Engine
@@ -57,7 +58,7 @@ def _admin(db: Database) -> str:
 
 
 def _engine(db: Database, settings: Settings, backend: CountingBackend) -> Engine:
-    return Engine(db, {"local": backend}, settings.checkpoints_dir)
+    return Engine(db, StaticBackends({"local": backend}), settings.checkpoints_dir)
 
 
 def _run_to_end(engine: Engine, job_id: str, timeout: float = 120) -> Job:

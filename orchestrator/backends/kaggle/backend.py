@@ -1,0 +1,208 @@
+"""The Kaggle backend: a job's segments run as versions of its kernel, on one user's account."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC
+from pathlib import Path
+
+from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
+
+from orchestrator.backends.base import (
+    Collected,
+    LaunchRequest,
+    Quota,
+    SessionStatus,
+    TransientBackendError,
+)
+from orchestrator.backends.kaggle.checkpoints import CheckpointDataset
+from orchestrator.backends.kaggle.client import KaggleAccount
+from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush, KernelStatus
+from orchestrator.backends.kaggle.packaging import code_archive, kernel_source
+from orchestrator.spec import Accelerator, KaggleSpec
+from worker.contract import CHECKPOINT_DIR, RESULT_FILE, ExpectedCheckpoint, SegmentResult
+from worker.manifest import CorruptCheckpoint, verify_checkpoint
+
+# A status still RUNNING this long after the session's own limit is stale (the API and UI have
+# shown finished sessions as running, kaggle-cli #473): collect what is there.
+STALE_AFTER_SECONDS = 900.0
+# A downloaded checkpoint that fails verification is fetched again this many times.
+DOWNLOAD_ATTEMPTS = 3
+
+
+def kernel_slug(job_id: str) -> str:
+    return f"baton-{job_id}"
+
+
+def dataset_slug(job_id: str) -> str:
+    return f"baton-ckpt-{job_id}"
+
+
+@dataclass(frozen=True)
+class KaggleHandle:
+    kernel: str
+    version: int | None
+    session_id: int | None
+    stale_at: float  # epoch seconds after which RUNNING is not believed
+
+    def encode(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def decode(cls, handle: str) -> KaggleHandle:
+        return cls(**json.loads(handle))
+
+
+class KaggleBackend:
+    name = "kaggle"
+
+    def __init__(
+        self,
+        account: KaggleAccount,
+        job_id: str,
+        options: KaggleSpec,
+        workdir: Path,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.options = options
+        self.workdir = workdir
+        self.clock = clock
+        self.kernel = JobKernel(account, kernel_slug(job_id))
+        self.dataset = CheckpointDataset(account, dataset_slug(job_id), workdir / "publish")
+        self.account = account
+
+    # --- launching ----------------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> str:
+        spec = request.spec
+        sources = list(self.options.dataset_sources)
+        kernel_options: dict[str, object] = {
+            "checkpoint_dataset": self.dataset.slug,
+            "requirements": self.options.requirements,
+        }
+        if spec.expect is not None:
+            if request.resume_from is None:
+                raise TransientBackendError("the checkpoint to resume from is not collected yet")
+            published = self.dataset.ensure_published(spec.expect, request.resume_from)
+            sources.insert(0, f"{self.dataset.ref}/{published.version}")
+            kernel_options["checkpoint_file"] = published.file_name
+        code = code_archive(spec.trainer, self_chain=self.options.self_chain)
+        source = kernel_source(request.launch_id, spec, kernel_options, code)
+        pushed = self.kernel.push(
+            source,
+            KernelPush(
+                machine_shape=self.options.machine_shape,
+                timeout_seconds=int(spec.limit_seconds),
+                enable_internet=self.options.enable_internet,
+                is_private=self.options.is_private,
+                dataset_sources=sources,
+                kernel_sources=self.options.kernel_sources,
+                model_sources=self.options.model_sources,
+                docker_image=self.options.docker_image,
+            ),
+        )
+        stale_at = self.clock() + spec.limit_seconds + STALE_AFTER_SECONDS
+        return KaggleHandle(self.kernel.ref, pushed.version, pushed.session_id, stale_at).encode()
+
+    def find(self, launch_id: str) -> str | None:
+        version = self.kernel.find_launch(launch_id)
+        if version is None:
+            return None
+        # The push's response was lost: no session id (cancel is then impossible) and no start
+        # time, so the stale bound assumes the longest session Kaggle allows.
+        stale_at = self.clock() + self.options.max_session_seconds + STALE_AFTER_SECONDS
+        return KaggleHandle(self.kernel.ref, version, None, stale_at).encode()
+
+    # --- watching -------------------------------------------------------------------------
+
+    def status(self, handle: str) -> SessionStatus:
+        status, _ = self.kernel.status()
+        if status is KernelStatus.QUEUED:
+            return SessionStatus.QUEUED
+        if status is KernelStatus.RUNNING:
+            stale = self.clock() > KaggleHandle.decode(handle).stale_at
+            return SessionStatus.FINISHED if stale else SessionStatus.RUNNING
+        return SessionStatus.FINISHED
+
+    def collect(self, handle: str, store: Path) -> Collected:
+        staging = self.workdir / "output" / store.name
+        if not store.exists():
+            problem = self._download(staging)
+            if problem is not None:
+                return Collected(None, None, None, None, problem)
+        try:
+            result = SegmentResult.read(staging / RESULT_FILE)
+        except (OSError, ValueError, TypeError) as exc:
+            return Collected(None, None, None, None, f"no usable {RESULT_FILE}: {exc}")
+        if not result.committed:
+            return Collected(result, None, None, None, result.error or result.outcome)
+        expect = ExpectedCheckpoint(result.job_id, result.segment_index, result.end_step)
+        try:
+            if not store.exists():
+                self._take_checkpoint(staging / CHECKPOINT_DIR, store, expect)
+            manifest = verify_checkpoint(store, expect)
+        except CorruptCheckpoint as exc:
+            return Collected(result, None, None, None, f"checkpoint rejected: {exc}")
+        return Collected(result, manifest, store, None, None)
+
+    def _download(self, staging: Path) -> str | None:
+        """Fetch the output into `staging`; a reason when there is none to use."""
+        status, message = self.kernel.status()
+        shutil.rmtree(staging, ignore_errors=True)
+        self.kernel.download_output(staging)
+        if (staging / RESULT_FILE).exists():
+            return None
+        if status is KernelStatus.CANCELLED:
+            return "the kernel session was cancelled; its output is lost"
+        return f"the kernel left no {RESULT_FILE} ({status}: {message or 'no output'})"
+
+    def _take_checkpoint(self, source: Path, store: Path, expect: ExpectedCheckpoint) -> None:
+        attempts_file = source.parent / ".verify-attempts"
+        try:
+            verify_checkpoint(source, expect)
+        except CorruptCheckpoint:
+            # The client writes whatever a download returned, error pages included: fetch again.
+            attempts = int(attempts_file.read_text()) + 1 if attempts_file.exists() else 1
+            if attempts >= DOWNLOAD_ATTEMPTS:
+                raise
+            attempts_file.write_text(str(attempts))
+            shutil.rmtree(source, ignore_errors=True)
+            (source.parent / RESULT_FILE).unlink(missing_ok=True)
+            raise TransientBackendError("downloaded checkpoint failed verification") from None
+        store.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(source, store)
+
+    # --- steering -------------------------------------------------------------------------
+
+    def cancel(self, handle: str) -> None:
+        self.kernel.cancel(KaggleHandle.decode(handle).session_id)
+
+    def request_stop(self, handle: str) -> None:
+        """Kaggle has no way into a running kernel: a pause takes effect when the segment ends."""
+
+    def quota(self) -> Quota | None:
+        if self.options.accelerator is Accelerator.NONE:
+            return None
+        request = ApiGetAcceleratorQuotaStatisticsRequest()
+        stats = self.account.call(
+            "GetAcceleratorQuotaStatistics",
+            lambda c: c.kernels.kernels_api_client.get_accelerator_quota_statistics(request),
+        )
+        quota = stats.tpu_quota if self.options.accelerator is Accelerator.TPU else stats.gpu_quota
+        if quota is None:
+            return None
+        left = (
+            quota.total_time_allowed.total_seconds()
+            - quota.time_used.total_seconds()
+            - quota.time_reserved.total_seconds()
+            - self.options.quota_reserve_seconds
+        )
+        refresh = stats.quota_refresh_time
+        if refresh is not None and refresh.tzinfo is None:
+            refresh = refresh.replace(tzinfo=UTC)
+        return Quota(seconds_left=max(0.0, left), refresh_at=refresh)

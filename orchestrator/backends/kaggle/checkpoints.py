@@ -1,0 +1,176 @@
+"""A job's checkpoint dataset on Kaggle: one private dataset, one version per committed segment.
+
+Each version holds one archive named after the checkpoint it carries
+(`checkpoint-s00003-step120.tar`): a tar, because Kaggle's default `dir_mode` drops subfolders
+and a version holds at most 1000 files. Publishing is idempotent: a version is looked up by that
+name and size before anything is uploaded, so a retried publish never makes a second copy, and a
+truncated upload is never mistaken for the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kagglesdk import KaggleClient
+from kagglesdk.datasets.types.dataset_api_service import (
+    ApiDataset,
+    ApiGetDatasetRequest,
+    ApiListDatasetFilesRequest,
+    ApiListDatasetFilesResponse,
+)
+
+from orchestrator.backends.base import LaunchRejected, TransientBackendError
+from orchestrator.backends.kaggle.client import KaggleAccount, KaggleNotFound
+from worker.contract import ExpectedCheckpoint
+
+_NOT_READY = {"BLOBS_RECEIVED", "PENDING", "PROCESSING", "QUEUED", "UPLOADING"}
+_FILES_PAGE = 200
+
+
+def archive_name(expect: ExpectedCheckpoint) -> str:
+    return f"checkpoint-s{expect.segment_index:05d}-step{expect.step}.tar"
+
+
+def pack_checkpoint(checkpoint_dir: Path, archive: Path) -> int:
+    """Tar the checkpoint directory (uncompressed: weights do not compress); returns its size."""
+    tmp = archive.with_name(archive.name + ".tmp")
+    with tarfile.open(tmp, "w") as tar:
+        for file in sorted(checkpoint_dir.rglob("*")):
+            if file.is_file():
+                tar.add(file, arcname=file.relative_to(checkpoint_dir).as_posix())
+    tmp.replace(archive)
+    return archive.stat().st_size
+
+
+def _layouts(archive: Path, checkpoint_dir: Path) -> list[dict[str, int]]:
+    """What a version holding this checkpoint lists: the archive, or the files Kaggle unpacked."""
+    unpacked = {
+        f"{archive.stem}/{file.relative_to(checkpoint_dir).as_posix()}": file.stat().st_size
+        for file in checkpoint_dir.rglob("*")
+        if file.is_file()
+    }
+    return [{archive.name: archive.stat().st_size}, unpacked]
+
+
+@dataclass(frozen=True)
+class PublishedCheckpoint:
+    version: int
+    file_name: str
+
+
+class CheckpointDataset:
+    def __init__(self, account: KaggleAccount, slug: str, staging: Path) -> None:
+        self.account = account
+        self.owner = account.username
+        self.slug = slug
+        self.staging = staging
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner}/{self.slug}"
+
+    def ensure_published(
+        self, expect: ExpectedCheckpoint, checkpoint_dir: Path
+    ) -> PublishedCheckpoint:
+        """The ready version holding this checkpoint, publishing it first if needed.
+
+        Raises TransientBackendError while a version is processing or Kaggle is briefly unable;
+        the engine simply asks again on a later tick.
+        """
+        name = archive_name(expect)
+        archive = self._packed(checkpoint_dir, name)
+        dataset = self._dataset()
+        if dataset is not None:
+            found = self._find(dataset, name, _layouts(archive, checkpoint_dir))
+            if found is not None:
+                return found
+        self._upload(archive, expect, exists=dataset is not None)
+        raise TransientBackendError(f"published {name} to {self.ref}; waiting for processing")
+
+    def _packed(self, checkpoint_dir: Path, name: str) -> Path:
+        archive = self.staging / name
+        if not archive.exists():
+            if not checkpoint_dir.is_dir():
+                raise LaunchRejected(f"checkpoint {checkpoint_dir} to publish is missing")
+            self.staging.mkdir(parents=True, exist_ok=True)
+            pack_checkpoint(checkpoint_dir, archive)
+        return archive
+
+    def _dataset(self) -> ApiDataset | None:
+        request = ApiGetDatasetRequest()
+        request.owner_slug, request.dataset_slug = self.owner, self.slug
+        try:
+            return self.account.call(
+                "GetDataset", lambda c: c.datasets.dataset_api_client.get_dataset(request)
+            )
+        except KaggleNotFound:
+            return None
+
+    def _find(
+        self, dataset: ApiDataset, name: str, layouts: list[dict[str, int]]
+    ) -> PublishedCheckpoint | None:
+        versions = sorted(dataset.versions or [], key=lambda v: v.version_number, reverse=True)
+        for version in versions:
+            files = self._files(version.version_number)
+            if not any(layout.items() <= files.items() for layout in layouts):
+                continue
+            if (version.status or "").upper() in _NOT_READY:
+                raise TransientBackendError(f"{self.ref} v{version.version_number} is processing")
+            return PublishedCheckpoint(version.version_number, name)
+        return None
+
+    def _files(self, version: int) -> dict[str, int]:
+        files: dict[str, int] = {}
+        token = ""
+        while True:
+            request = ApiListDatasetFilesRequest()
+            request.owner_slug, request.dataset_slug = self.owner, self.slug
+            request.dataset_version_number, request.page_size = version, _FILES_PAGE
+            request.page_token = token
+            try:
+                page = self.account.call("ListDatasetFiles", _list_files(request))
+            except KaggleNotFound:
+                return files
+            files.update({f.name: f.total_bytes for f in page.dataset_files or []})
+            token = page.next_page_token or ""
+            if not token:
+                return files
+
+    def _upload(self, archive: Path, expect: ExpectedCheckpoint, *, exists: bool) -> None:
+        folder = self.staging / f"upload-{archive.stem}"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        (folder / archive.name).hardlink_to(archive)
+        metadata = {
+            "id": self.ref,
+            "title": self.slug,
+            "licenses": [{"name": "CC0-1.0"}],
+        }
+        (folder / "dataset-metadata.json").write_text(json.dumps(metadata))
+        notes = f"baton job={expect.job_id} segment={expect.segment_index} step={expect.step}"
+        if exists:
+            response = self.account.transfer(
+                "CreateDatasetVersion",
+                lambda api: api.dataset_create_version(str(folder), notes, quiet=True),
+                busy_403=True,
+            )
+        else:
+            response = self.account.transfer(
+                "CreateDataset",
+                lambda api: api.dataset_create_new(str(folder), public=False, quiet=True),
+            )
+        error = getattr(response, "error", None)
+        if error:
+            # "already exists" during a brand-new dataset's 404 window, or a version in flight.
+            raise TransientBackendError(f"publishing to {self.ref}: {error}")
+
+
+def _list_files(
+    request: ApiListDatasetFilesRequest,
+) -> Callable[[KaggleClient], ApiListDatasetFilesResponse]:
+    return lambda client: client.datasets.dataset_api_client.list_dataset_files(request)

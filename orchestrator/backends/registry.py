@@ -1,0 +1,57 @@
+"""Picks the backend for a job: the shared local one, or a Kaggle one on its owner's account."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol
+
+from orchestrator.backends.base import Backend, LaunchRejected
+from orchestrator.backends.kaggle.backend import KaggleBackend
+from orchestrator.backends.kaggle.client import ClientFactory, KaggleAccount, production_client
+from orchestrator.credentials import load_kaggle_credentials
+from orchestrator.db import Database
+from orchestrator.models import Job
+from orchestrator.secret_box import SecretBox
+from orchestrator.spec import KaggleSpec
+
+
+class BackendResolver(Protocol):
+    def for_job(self, job: Job) -> Backend: ...
+
+
+class StaticBackends:
+    """Backends by name, the same instance for every job (the local backend, tests)."""
+
+    def __init__(self, backends: Mapping[str, Backend]) -> None:
+        self.backends = dict(backends)
+
+    def for_job(self, job: Job) -> Backend:
+        return self.backends[job.backend]
+
+
+class Backends:
+    def __init__(
+        self,
+        local: Backend,
+        db: Database,
+        box: SecretBox,
+        kaggle_dir: Path,
+        kaggle_clients: ClientFactory = production_client,
+    ) -> None:
+        self.local = local
+        self.db = db
+        self.box = box
+        self.kaggle_dir = kaggle_dir
+        self.kaggle_clients = kaggle_clients
+
+    def for_job(self, job: Job) -> Backend:
+        if job.backend != "kaggle":
+            return self.local
+        with self.db.transaction() as session:
+            credentials = load_kaggle_credentials(session, self.box, job.user_id)
+        if credentials is None:
+            raise LaunchRejected("no Kaggle credentials are stored for the job's owner")
+        account = KaggleAccount(credentials.username, credentials.key, self.kaggle_clients)
+        options = KaggleSpec.model_validate(job.spec["kaggle"])
+        return KaggleBackend(account, job.id, options, self.kaggle_dir / job.id)

@@ -1,0 +1,85 @@
+"""Runs one segment inside a Kaggle kernel: mount the resume checkpoint, train, leave the output.
+
+The pushed kernel script unpacks Baton's code and calls `run_kaggle_segment`. Kaggle mounts the
+job's checkpoint dataset version under /kaggle/input (or under `BATON_KAGGLE_ROOT`, which the
+emulator sets), and everything the worker writes to /kaggle/working becomes the session's output.
+Standard library plus the worker: no orchestrator imports here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from worker.contract import CHECKPOINT_DIR, MANIFEST_FILE, SEGMENT_FILE, SegmentSpec
+from worker.runtime import main as run_worker
+
+INPUT_CHECKPOINT = f"input/{CHECKPOINT_DIR}"
+_SEARCH_DEPTH = 4
+
+log = logging.getLogger("worker.kaggle")
+
+
+def kaggle_root() -> Path:
+    return Path(os.environ.get("BATON_KAGGLE_ROOT", "/kaggle"))
+
+
+def find_mounted_checkpoint(input_dir: Path, dataset_slug: str, archive: str) -> Path | None:
+    """The mounted checkpoint: `<slug>/<archive>.tar`, or the folder Kaggle unpacked it into.
+
+    Kaggle mounts a dataset at input/<slug> (newer images nest it deeper) and may unpack an
+    uploaded archive, so both layouts are accepted.
+    """
+    unpacked = archive.removesuffix(".tar")
+    for depth in range(_SEARCH_DEPTH):
+        for mount in input_dir.glob("/".join(["*"] * depth + [dataset_slug])):
+            if (mount / archive).is_file():
+                return mount / archive
+            if (mount / unpacked / MANIFEST_FILE).is_file():
+                return mount / unpacked
+    return None
+
+
+def stage_checkpoint(mounted: Path, target: Path) -> None:
+    """Put the checkpoint at `target`; the worker verifies its manifest before trusting it."""
+    if mounted.is_file():
+        target.mkdir(parents=True)
+        with tarfile.open(mounted) as archive:
+            archive.extractall(target, filter="data")
+    else:
+        shutil.copytree(mounted, target, symlinks=False)
+
+
+def install_requirements(requirements: list[str]) -> None:
+    if requirements:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *requirements], check=True)
+
+
+def prepare_session(segment: dict[str, Any], options: dict[str, Any], root: Path) -> Path:
+    """Write the session root the worker reads: segment.json plus input/checkpoint."""
+    session = Path(tempfile.mkdtemp(prefix="baton-session-"))
+    spec = dict(segment, output_dir=str(root / "working"), resume_path=None)
+    if segment.get("expect"):
+        mounted = find_mounted_checkpoint(
+            root / "input", options["checkpoint_dataset"], options["checkpoint_file"]
+        )
+        if mounted is not None:
+            stage_checkpoint(mounted, session / INPUT_CHECKPOINT)
+        # A missing mount still points the worker at it, so the segment is rejected, loudly.
+        spec["resume_path"] = INPUT_CHECKPOINT
+    (session / SEGMENT_FILE).write_text(SegmentSpec.from_dict(spec).to_json())
+    return session
+
+
+def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    install_requirements(list(options.get("requirements", [])))
+    session = prepare_session(segment, options, kaggle_root())
+    return run_worker(["--root", str(session)])
