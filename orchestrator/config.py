@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     kill_grace_seconds: float = Field(default=5.0, ge=0)
     # Python that runs local sessions; it needs the `train` extra (torch).
     worker_python: str | None = None
+    # The longest a single Kaggle API call may take (the client itself never times out).
+    kaggle_call_timeout_seconds: float = Field(default=60.0, gt=0)
     # Comma-separated Fernet keys that encrypt stored credentials: the first encrypts, all
     # decrypt. Production sets it; unset, a key is generated into data_dir/secret.key.
     secret_keys: SecretStr | None = None

@@ -23,7 +23,14 @@ def build_backends(
         python=settings.worker_python,
         grace_seconds=settings.kill_grace_seconds,
     )
-    return Backends(local, db, box, settings.data_dir / "kaggle", kaggle_clients)
+    return Backends(
+        local,
+        db,
+        box,
+        settings.data_dir / "kaggle",
+        kaggle_clients,
+        kaggle_timeout=settings.kaggle_call_timeout_seconds,
+    )
 
 
 def build_secret_box(settings: Settings) -> SecretBox:

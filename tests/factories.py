@@ -98,15 +98,17 @@ def emulator_clients(url: str) -> ClientFactory:
     return factory
 
 
-def kaggle_spec(**kaggle: Any) -> dict[str, Any]:
+def kaggle_spec(kaggle: dict[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
     """A Kaggle job for the fast trainer, chaining across 8 s sessions."""
-    return job_spec(
+    spec = job_spec(
         backend="kaggle",
         total_steps=400,
         config={"step_sleep": 0.04},
         session={"limit_seconds": 8, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
-        kaggle={"accelerator": "t4x2", "quota_reserve_seconds": 0, **kaggle},
+        kaggle={"accelerator": "t4x2", "quota_reserve_seconds": 0, **(kaggle or {})},
     )
+    spec.update(overrides)
+    return spec
 
 
 def require_services() -> bool:

@@ -8,7 +8,12 @@ from typing import Protocol
 
 from orchestrator.backends.base import Backend, LaunchRejected
 from orchestrator.backends.kaggle.backend import KaggleBackend
-from orchestrator.backends.kaggle.client import ClientFactory, KaggleAccount, production_client
+from orchestrator.backends.kaggle.client import (
+    DEFAULT_TIMEOUT_SECONDS,
+    ClientFactory,
+    KaggleAccount,
+    production_client,
+)
 from orchestrator.credentials import load_kaggle_credentials
 from orchestrator.db import Database
 from orchestrator.models import Job
@@ -38,12 +43,14 @@ class Backends:
         box: SecretBox,
         kaggle_dir: Path,
         kaggle_clients: ClientFactory = production_client,
+        kaggle_timeout: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         self.local = local
         self.db = db
         self.box = box
         self.kaggle_dir = kaggle_dir
         self.kaggle_clients = kaggle_clients
+        self.kaggle_timeout = kaggle_timeout
 
     def for_job(self, job: Job) -> Backend:
         if job.backend != "kaggle":
@@ -52,6 +59,8 @@ class Backends:
             credentials = load_kaggle_credentials(session, self.box, job.user_id)
         if credentials is None:
             raise LaunchRejected("no Kaggle credentials are stored for the job's owner")
-        account = KaggleAccount(credentials.username, credentials.key, self.kaggle_clients)
+        account = KaggleAccount(
+            credentials.username, credentials.key, self.kaggle_clients, self.kaggle_timeout
+        )
         options = KaggleSpec.model_validate(job.spec["kaggle"])
         return KaggleBackend(account, job.id, options, self.kaggle_dir / job.id)

@@ -39,7 +39,13 @@ def _own_job(session: Session, user: User, job_id: str) -> Job:
     return job
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobOut)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=JobOut,
+    # FastAPI answers a body that is not UTF-8 with 400 before validation runs.
+    responses={400: {"description": "The body could not be read as JSON"}},
+)
 def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> Job:
     job = services.engine.submit(user.id, spec)
     if services.loop is not None:

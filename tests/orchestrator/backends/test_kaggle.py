@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -10,10 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from orchestrator.backends.kaggle.backend import dataset_slug, kernel_slug
+from orchestrator.backends.kaggle.packaging import launch_id_of
 from orchestrator.reference import run_uninterrupted
 from orchestrator.spec import JobSpec
-from tests.factories import kaggle_spec, wait_finished
-from tests.kaggle_emulator import Emulator
+from tests.factories import kaggle_spec, make_settings, running_api, wait_finished
+from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 
 pytestmark = pytest.mark.slow
 
@@ -50,3 +53,38 @@ def test_kaggle_job_chains_kernels_to_the_local_digest(
     reference = run_uninterrupted(JobSpec.model_validate(local), tmp_path / "reference")
     assert reference.manifest is not None
     assert segments[-1]["checkpoint"]["model_digest"] == reference.manifest.model_digest
+
+
+@pytest.fixture
+def flaky_kaggle(tmp_path: Path) -> Iterator[tuple[TestClient, Emulator]]:
+    """10 % of emulator calls fail (429, 500, dropped after longer than Baton's call timeout)."""
+    settings = make_settings(tmp_path / "data", kaggle_call_timeout_seconds=1.0)
+    with start_emulator(
+        tmp_path / "kaggle", queue_seconds=0.2, dataset_processing_seconds=0.5
+    ) as emulator:
+        emulator.faults.hang_seconds = 1.5
+        with running_api(settings, kaggle_url=emulator.url) as api:
+            api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+            emulator.faults.reseed(11)
+            emulator.faults.rate = 0.1
+            # And one push that starts its session but loses its response.
+            emulator.faults.fail_next("SaveKernel", FaultKind.LOST_RESPONSE)
+            yield api, emulator
+
+
+def test_flaky_kaggle_api_never_pushes_a_segment_twice(
+    flaky_kaggle: tuple[TestClient, Emulator],
+) -> None:
+    api, emulator = flaky_kaggle
+    job_id = api.post("/api/v1/jobs", json=kaggle_spec(total_steps=250)).json()["id"]
+    job = wait_finished(api, job_id, timeout=400)
+    assert job["state"] == "succeeded", job
+    injected = {kind for _, kind in emulator.faults.injected}
+    assert {FaultKind.RATE_LIMITED, FaultKind.SERVER_ERROR, FaultKind.DROP} <= injected
+    assert FaultKind.LOST_RESPONSE in injected
+
+    segments = _segments(api, job_id)
+    sessions = emulator.sessions(f"alice/{kernel_slug(job_id)}")
+    pushes = Counter(launch_id_of(session.script) for session in sessions)
+    launch_ids = {f"{job_id}-{seg['index']:04d}" for seg in segments}
+    assert pushes == dict.fromkeys(launch_ids, 1)
