@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
@@ -15,7 +16,7 @@ from orchestrator.backends.kaggle.backend import dataset_slug, kernel_slug
 from orchestrator.backends.kaggle.packaging import launch_id_of
 from orchestrator.reference import run_uninterrupted
 from orchestrator.spec import JobSpec
-from tests.factories import kaggle_spec, make_settings, running_api, wait_finished
+from tests.factories import kaggle_spec, make_settings, running_api, wait_finished, wait_for
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 
 pytestmark = pytest.mark.slow
@@ -88,3 +89,30 @@ def test_flaky_kaggle_api_never_pushes_a_segment_twice(
     pushes = Counter(launch_id_of(session.script) for session in sessions)
     launch_ids = {f"{job_id}-{seg['index']:04d}" for seg in segments}
     assert pushes == dict.fromkeys(launch_ids, 1)
+
+
+def test_spent_quota_parks_the_job_until_the_refresh(tmp_path: Path) -> None:
+    # A 12 s GPU allowance per 25 s "week": the job needs about two weeks of it.
+    with (
+        start_emulator(
+            tmp_path / "kaggle",
+            queue_seconds=0.2,
+            dataset_processing_seconds=0.5,
+            week_seconds=25,
+            gpu_allowance_seconds=12,
+        ) as emulator,
+        running_api(make_settings(tmp_path / "data"), kaggle_url=emulator.url) as api,
+    ):
+        api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+        job_id = api.post("/api/v1/jobs", json=kaggle_spec(total_steps=250)).json()["id"]
+        waiting = wait_for(api, job_id, lambda job: job["state"] == "waiting", timeout=120)
+        assert waiting["wait_until"] is not None
+        assert datetime.fromisoformat(waiting["wait_until"]) > datetime.now(UTC)
+        job = wait_finished(api, job_id, timeout=300)
+        assert job["state"] == "succeeded", job
+        kinds = [event["kind"] for event in api.get(f"/api/v1/jobs/{job_id}/events").json()]
+        assert "quota_exhausted" in kinds
+        assert kinds.index("quota_refreshed") > kinds.index("quota_exhausted")
+        # No session was ever sized beyond what the quota had left.
+        for session in emulator.sessions(f"alice/{kernel_slug(job_id)}"):
+            assert session.limit_seconds <= 12
