@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, status
+from fastapi.exceptions import RequestValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -18,7 +19,7 @@ from orchestrator.api.schemas import (
     SegmentTimings,
 )
 from orchestrator.lifecycle import JobState, UserAction
-from orchestrator.models import Checkpoint, Event, Job, Segment, User
+from orchestrator.models import Checkpoint, Event, Job, KaggleCredential, Segment, User
 from orchestrator.spec import JobSpec
 
 router = APIRouter(
@@ -47,6 +48,20 @@ def _own_job(session: Session, user: User, job_id: str) -> Job:
     responses={400: {"description": "The body could not be read as JSON"}},
 )
 def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> Job:
+    if spec.backend == "kaggle":
+        with services.db.transaction() as session:
+            configured = session.get(KaggleCredential, user.id) is not None
+        if not configured:
+            raise RequestValidationError(
+                [
+                    {
+                        "loc": ("body", "backend"),
+                        "msg": "store your Kaggle credentials first: "
+                        "PUT /api/v1/credentials/kaggle",
+                        "type": "value_error",
+                    }
+                ]
+            )
     job = services.engine.submit(user.id, spec)
     if services.loop is not None:
         services.loop.wake()

@@ -26,14 +26,17 @@ from kagglesdk.datasets.types.dataset_api_service import (
 
 from orchestrator.backends.base import LaunchRejected, TransientBackendError
 from orchestrator.backends.kaggle.client import KaggleAccount, KaggleNotFound
-from worker.contract import ExpectedCheckpoint
+from worker.contract import MANIFEST_FILE, ExpectedCheckpoint
+from worker.manifest import CorruptCheckpoint, sha256_file, verify_checkpoint
 
 _NOT_READY = {"BLOBS_RECEIVED", "PENDING", "PROCESSING", "QUEUED", "UPLOADING"}
 _FILES_PAGE = 200
 
 
-def archive_name(expect: ExpectedCheckpoint) -> str:
-    return f"checkpoint-s{expect.segment_index:05d}-step{expect.step}.tar"
+def archive_name(expect: ExpectedCheckpoint, checkpoint_dir: Path) -> str:
+    """Names the exact checkpoint: its segment, step and the hash of its manifest."""
+    manifest = sha256_file(checkpoint_dir / MANIFEST_FILE)[:12]
+    return f"checkpoint-s{expect.segment_index:05d}-step{expect.step}-{manifest}.tar"
 
 
 def pack_checkpoint(checkpoint_dir: Path, archive: Path) -> int:
@@ -82,8 +85,8 @@ class CheckpointDataset:
         Raises TransientBackendError while a version is processing or Kaggle is briefly unable;
         the engine simply asks again on a later tick.
         """
-        name = archive_name(expect)
-        archive = self._packed(checkpoint_dir, name)
+        name = archive_name(expect, checkpoint_dir)
+        archive = self._packed(checkpoint_dir, name, expect)
         dataset = self._dataset()
         if dataset is not None:
             found = self._find(dataset, name, _layouts(archive, checkpoint_dir))
@@ -92,11 +95,14 @@ class CheckpointDataset:
         self._upload(archive, expect, exists=dataset is not None)
         raise TransientBackendError(f"published {name} to {self.ref}; waiting for processing")
 
-    def _packed(self, checkpoint_dir: Path, name: str) -> Path:
+    def _packed(self, checkpoint_dir: Path, name: str, expect: ExpectedCheckpoint) -> Path:
+        """The archive to upload, made once, from a checkpoint verified once."""
         archive = self.staging / name
         if not archive.exists():
-            if not checkpoint_dir.is_dir():
-                raise LaunchRejected(f"checkpoint {checkpoint_dir} to publish is missing")
+            try:
+                verify_checkpoint(checkpoint_dir, expect)
+            except CorruptCheckpoint as exc:
+                raise LaunchRejected(f"the checkpoint to publish is unusable: {exc}") from exc
             self.staging.mkdir(parents=True, exist_ok=True)
             pack_checkpoint(checkpoint_dir, archive)
         return archive

@@ -143,3 +143,17 @@ def test_health_and_openapi(api: TestClient) -> None:
     assert api.get("/healthz").json() == {"status": "ok", "database": "sqlite"}
     paths = api.get("/openapi.json").json()["paths"]
     assert "/api/v1/jobs/{job_id}/segments" in paths
+
+
+def test_kaggle_job_without_credentials_gets_422_on_backend(api: TestClient) -> None:
+    response = api.post("/api/v1/jobs", json=job_spec(backend="kaggle"))
+    assert response.status_code == 422
+    assert ["body", "backend"] in [error["loc"] for error in response.json()["detail"]]
+
+
+def test_p100_request_is_accepted_with_a_warning(api: TestClient) -> None:
+    api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+    job = _submit(api, backend="kaggle", kaggle={"accelerator": "p100"})
+    assert any("P100 was retired" in warning for warning in job["warnings"])
+    events = api.get(f"/api/v1/jobs/{job['id']}/events").json()
+    assert [e["kind"] for e in events] == ["submitted", "warning"]
