@@ -91,6 +91,22 @@ class Emulator:
 
         return EmulatorKaggleApi(self.url, *self._key(username))
 
+    # ---- user secrets -------------------------------------------------------------------
+
+    def set_secret(self, user: str, label: str, value: str) -> None:
+        """Store a secret in a user's account (Kaggle: Add-ons -> Secrets -> Add secret)."""
+        with self.state.lock:
+            self.state.secrets.set(user, label, value)
+
+    def attach_secret(self, kernel_ref: str, label: str) -> None:
+        """Let kernel "owner/slug" read its owner's secret `label`, from its next session on."""
+        with self.state.lock:
+            self.state.secrets.attach(kernel_ref, label)
+
+    def detach_secret(self, kernel_ref: str, label: str) -> None:
+        with self.state.lock:
+            self.state.secrets.detach(kernel_ref, label)
+
     # ---- inspection ---------------------------------------------------------------------
 
     @property

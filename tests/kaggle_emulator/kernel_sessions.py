@@ -35,6 +35,7 @@ class Mount:
 @dataclass
 class KernelSession:
     id: int
+    kernel_id: int
     kernel_ref: str
     owner: str
     version: int
@@ -45,6 +46,7 @@ class KernelSession:
     mounts: list[Mount]
     queued_at: float
     start_after: float
+    api_url: str  # where the kernel was pushed: what it calls back (BATON_KAGGLE_API_URL)
     status: WorkerStatus = WorkerStatus.QUEUED
     started_at: float | None = None
     ended_at: float | None = None

@@ -26,6 +26,7 @@ from tests.kaggle_emulator.kernel_sessions import (
     outcome,
 )
 from tests.kaggle_emulator.runner import SCRIPT_NAME, SessionRunner
+from tests.kaggle_emulator.user_secrets import UserSecrets
 
 
 @dataclass(frozen=True)
@@ -105,11 +106,13 @@ class KernelRegistry:
         root: Path,
         runner: SessionRunner,
         datasets: DatasetRegistry,
+        secrets: UserSecrets,
         limits: KernelLimits,
     ) -> None:
         self._root = root
         self._runner = runner
         self._datasets = datasets
+        self._secrets = secrets
         self._limits = limits
         self.kernels: dict[str, Kernel] = {}
         self.sessions: dict[int, KernelSession] = {}
@@ -119,7 +122,7 @@ class KernelRegistry:
 
     # ---- push -------------------------------------------------------------------------
 
-    def push(self, request: PushRequest, user: str, now: float) -> PushResult:
+    def push(self, request: PushRequest, user: str, now: float, api_url: str) -> PushResult:
         owner, slug = self._identify(request, user)
         if (request.language or "python") != "python":
             return PushResult(error=f"Language {request.language!r} is not supported here")
@@ -136,6 +139,7 @@ class KernelRegistry:
         )
         session = KernelSession(
             id=self._next_session_id,
+            kernel_id=kernel.id,
             kernel_ref=kernel.ref,
             owner=owner,
             version=len(kernel.sessions) + 1,
@@ -146,6 +150,7 @@ class KernelRegistry:
             mounts=mounts,
             queued_at=now,
             start_after=now + self._limits.queue_seconds,
+            api_url=api_url,
         )
         self._next_session_id += 1
         kernel.sessions.append(session)
@@ -274,7 +279,7 @@ class KernelRegistry:
             if len(running) >= self._limits.max_gpu_sessions:
                 return
         try:
-            self._runner.start(session)
+            self._runner.start(session, self._secrets.for_kernel(session.kernel_ref))
         except OSError as error:
             session.ended_at = now
             session.failure_message = f"The session could not start: {error}"

@@ -20,6 +20,10 @@ class EmulatorOptions:
     host: str = "127.0.0.1"
     port: int = 0  # 0 picks a free port; 7777 is where KaggleEnv.TEST looks
     clock: Clock = field(default_factory=SystemClock)
+    # Kaggle user secrets: username -> label -> value (kept out of repr), and the labels
+    # attached to each kernel, "owner/slug" -> labels (Add-ons -> Secrets on Kaggle).
+    user_secrets: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    attached_secrets: dict[str, list[str]] = field(default_factory=dict)
 
     # Kernels
     queue_seconds: float = 0.3  # how long a pushed session reads QUEUED before it starts

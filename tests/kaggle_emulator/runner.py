@@ -2,25 +2,30 @@
 
 The session directory is laid out like Kaggle's /kaggle: `input/<slug>/` for every mounted data
 source and `working/` as the cwd, where the script runs as `working/__script__.py`. The script
-finds that root in `BATON_KAGGLE_ROOT`, and imports the project (`worker`, `trainers`) through
-`PYTHONPATH`, standing in for packages installed in Kaggle's image.
+finds that root in `BATON_KAGGLE_ROOT`, the emulator's URL in `BATON_KAGGLE_API_URL`, and imports
+`kaggle_secrets` and the project (`worker`, `trainers`) through `PYTHONPATH`, standing in for
+modules installed in Kaggle's image. The attached secrets' values go into a 0600 file in the
+session root, never into the environment, the plan or `working/`.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
 from orchestrator.backends import sessions
 from orchestrator.backends.supervisor import PID_FILE, WORKING_DIR, SessionExit, SessionPlan
 from tests.kaggle_emulator.kernel_sessions import KernelSession
+from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
 
 SCRIPT_NAME = "__script__.py"
 
 
 class SessionRunner(Protocol):
-    def start(self, session: KernelSession) -> None: ...
+    def start(self, session: KernelSession, secrets: Mapping[str, str]) -> None: ...
 
     def state(self, session: KernelSession) -> sessions.SessionState: ...
 
@@ -39,9 +44,11 @@ class SupervisedRunner:
         self._repo_root = repo_root
         self._grace = grace_seconds
 
-    def start(self, session: KernelSession) -> None:
+    def start(self, session: KernelSession, secrets: Mapping[str, str]) -> None:
+        """Lay out the session and start it; `secrets` are the values it may read."""
         root = session.root
         (root / "input").mkdir(parents=True, exist_ok=True)
+        values_file = write_values(root, session.kernel_id, secrets)
         for mount in session.mounts:
             shutil.copytree(mount.source, root / "input" / mount.name, dirs_exist_ok=True)
         working = root / WORKING_DIR
@@ -53,7 +60,9 @@ class SupervisedRunner:
             grace_seconds=self._grace,
             env={
                 "BATON_KAGGLE_ROOT": str(root),
-                "PYTHONPATH": str(self._repo_root),
+                "BATON_KAGGLE_API_URL": session.api_url,
+                VALUES_FILE_ENV: str(values_file),
+                "PYTHONPATH": os.pathsep.join([str(IMAGE_DIR), str(self._repo_root)]),
                 "PYTHONUNBUFFERED": "1",
                 "KAGGLE_KERNEL_RUN_TYPE": "Batch",
             },

@@ -15,6 +15,7 @@ from tests.kaggle_emulator.kernels import KernelLimits, KernelRegistry
 from tests.kaggle_emulator.options import EmulatorOptions
 from tests.kaggle_emulator.quota import QuotaWeek
 from tests.kaggle_emulator.runner import SessionRunner
+from tests.kaggle_emulator.user_secrets import UserSecrets
 
 
 @dataclass
@@ -42,6 +43,13 @@ class EmulatorState:
             DatasetTiming(options.dataset_processing_seconds, options.dataset_not_found_seconds),
             options.unpack_archives,
         )
+        self.secrets = UserSecrets()
+        for user, values in options.user_secrets.items():
+            for label, value in values.items():
+                self.secrets.set(user, label, value)
+        for kernel_ref, labels in options.attached_secrets.items():
+            for label in labels:
+                self.secrets.attach(kernel_ref, label)
         epoch = options.week_epoch if options.week_epoch is not None else self.clock.now()
         limits = KernelLimits(
             max_gpu_sessions=options.max_gpu_sessions,
@@ -63,6 +71,7 @@ class EmulatorState:
             root / "sessions",
             runner,
             self.datasets,
+            self.secrets,
             limits,
         )
         (root / "sessions").mkdir(parents=True, exist_ok=True)
