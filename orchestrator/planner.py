@@ -7,7 +7,7 @@ earlier segments; the costs those segments measured become the next segment's es
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from orchestrator.spec import JobSpec
 from worker.contract import (
@@ -79,11 +79,16 @@ def plan_next_segment(
     limit = spec.session.limit_seconds
     if quota_seconds is not None:
         limit = min(limit, quota_seconds)
+    estimates = learn_estimates(history)
+    if spec.kaggle is not None and spec.kaggle.self_chain:
+        # The segment publishes and pushes before its deadline: keep time for that.
+        upload = max(estimates.upload_seconds, spec.kaggle.chain_reserve_seconds)
+        estimates = replace(estimates, upload_seconds=upload)
     return SegmentPlan(
         index=next_index,
         start_step=latest.step if latest else 0,
         limit_seconds=limit,
-        estimates=learn_estimates(history),
+        estimates=estimates,
         resume=latest,
     )
 

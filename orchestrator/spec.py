@@ -93,6 +93,8 @@ class KaggleSpec(BaseModel):
     # The segment publishes its checkpoint and pushes its successor itself (needs internet and
     # a Kaggle Secret named BATON_KAGGLE_KEY attached to the kernel).
     self_chain: bool = False
+    # Session time a self-chaining segment keeps for publishing and pushing, until measured.
+    chain_reserve_seconds: float = Field(default=120.0, ge=0, le=3600)
 
     @field_validator("dataset_sources", "kernel_sources", "model_sources")
     @classmethod

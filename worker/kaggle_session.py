@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from worker.contract import CHECKPOINT_DIR, MANIFEST_FILE, SEGMENT_FILE, SegmentSpec
+from worker.proctime import process_start_time
 from worker.runtime import main as run_worker
 
 INPUT_CHECKPOINT = f"input/{CHECKPOINT_DIR}"
 _SEARCH_DEPTH = 4
+# Self-chaining gives up this long before the session's limit, to exit (and keep its output).
+EXIT_SECONDS = 2.0
 
 log = logging.getLogger("worker.kaggle")
 
@@ -78,8 +81,17 @@ def prepare_session(segment: dict[str, Any], options: dict[str, Any], root: Path
     return session
 
 
-def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any]) -> int:
+def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: bytes) -> int:
+    """Train the segment; with self-chaining, then publish it and push the next one."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     install_requirements(list(options.get("requirements", [])))
-    session = prepare_session(segment, options, kaggle_root())
-    return run_worker(["--root", str(session)])
+    root = kaggle_root()
+    session = prepare_session(segment, options, root)
+    exit_code = run_worker(["--root", str(session)])
+    if options.get("self_chain") and exit_code == 0:
+        # Imported only here: the Kaggle client code travels only with self-chaining kernels.
+        from orchestrator.backends.kaggle.chaining import chain
+
+        deadline = process_start_time() + float(segment["limit_seconds"]) - EXIT_SECONDS
+        chain(segment, options, code, root / "working", deadline)
+    return exit_code

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from orchestrator.backends import sessions
 from orchestrator.backends.supervisor import PID_FILE, WORKING_DIR, SessionExit, SessionPlan
+from tests.kaggle_emulator.client import TEST_ENDPOINT
 from tests.kaggle_emulator.kernel_sessions import KernelSession
 from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
 
@@ -61,6 +62,9 @@ class SupervisedRunner:
             env={
                 "BATON_KAGGLE_ROOT": str(root),
                 "BATON_KAGGLE_API_URL": session.api_url,
+                # kagglesdk's own switch: KaggleEnv.TEST is http://localhost:7777, so a kernel's
+                # unmodified client calls an emulator listening there.
+                **({"KAGGLE_API_ENVIRONMENT": "TEST"} if session.api_url == TEST_ENDPOINT else {}),
                 VALUES_FILE_ENV: str(values_file),
                 "PYTHONPATH": os.pathsep.join([str(IMAGE_DIR), str(self._repo_root)]),
                 "PYTHONUNBUFFERED": "1",

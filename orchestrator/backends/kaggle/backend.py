@@ -7,9 +7,10 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC
 from pathlib import Path
+from typing import Any
 
 from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
 
@@ -20,6 +21,7 @@ from orchestrator.backends.base import (
     SessionStatus,
     TransientBackendError,
 )
+from orchestrator.backends.kaggle.chaining import push_options
 from orchestrator.backends.kaggle.checkpoints import CheckpointDataset
 from orchestrator.backends.kaggle.client import KaggleAccount
 from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush, KernelStatus
@@ -43,9 +45,15 @@ def dataset_slug(job_id: str) -> str:
     return f"baton-ckpt-{job_id}"
 
 
+def segment_of(launch_id: str) -> int:
+    """The segment index in a launch id `<job>-<index>`."""
+    return int(launch_id.rsplit("-", 1)[1])
+
+
 @dataclass(frozen=True)
 class KaggleHandle:
     kernel: str
+    segment_index: int
     version: int | None
     session_id: int | None
     stale_at: float  # epoch seconds after which RUNNING is not believed
@@ -80,47 +88,71 @@ class KaggleBackend:
 
     def launch(self, request: LaunchRequest) -> str:
         spec = request.spec
-        sources = list(self.options.dataset_sources)
-        kernel_options: dict[str, object] = {
-            "checkpoint_dataset": self.dataset.slug,
-            "requirements": self.options.requirements,
-        }
+        push = KernelPush(
+            machine_shape=self.options.machine_shape,
+            timeout_seconds=int(spec.limit_seconds),
+            enable_internet=self.options.enable_internet,
+            is_private=self.options.is_private,
+            dataset_sources=list(self.options.dataset_sources),
+            kernel_sources=self.options.kernel_sources,
+            model_sources=self.options.model_sources,
+            docker_image=self.options.docker_image,
+        )
+        kernel_options = self._kernel_options(push)
         if spec.expect is not None:
             if request.resume_from is None:
                 raise TransientBackendError("the checkpoint to resume from is not collected yet")
             published = self.dataset.ensure_published(spec.expect, request.resume_from)
-            sources.insert(0, f"{self.dataset.ref}/{published.version}")
+            push = replace(
+                push,
+                dataset_sources=[f"{self.dataset.ref}/{published.version}", *push.dataset_sources],
+            )
             kernel_options["checkpoint_file"] = published.file_name
         code = code_archive(spec.trainer, self_chain=self.options.self_chain)
         source = kernel_source(request.launch_id, spec, kernel_options, code)
-        pushed = self.kernel.push(
-            source,
-            KernelPush(
-                machine_shape=self.options.machine_shape,
-                timeout_seconds=int(spec.limit_seconds),
-                enable_internet=self.options.enable_internet,
-                is_private=self.options.is_private,
-                dataset_sources=sources,
-                kernel_sources=self.options.kernel_sources,
-                model_sources=self.options.model_sources,
-                docker_image=self.options.docker_image,
-            ),
-        )
+        pushed = self.kernel.push(source, push)
         stale_at = self.clock() + spec.limit_seconds + STALE_AFTER_SECONDS
-        return KaggleHandle(self.kernel.ref, pushed.version, pushed.session_id, stale_at).encode()
+        handle = KaggleHandle(
+            self.kernel.ref, spec.segment_index, pushed.version, pushed.session_id, stale_at
+        )
+        return handle.encode()
+
+    def _kernel_options(self, push: KernelPush) -> dict[str, Any]:
+        """What the kernel script needs besides its segment; no secrets, ever."""
+        options: dict[str, Any] = {
+            "checkpoint_dataset": self.dataset.slug,
+            "requirements": self.options.requirements,
+        }
+        if self.options.self_chain:
+            options |= {
+                "self_chain": True,
+                "username": self.account.username,
+                "kernel_slug": self.kernel.slug,
+                "push": push_options(push),
+            }
+        return options
 
     def find(self, launch_id: str) -> str | None:
-        version = self.kernel.find_launch(launch_id)
-        if version is None:
+        current = self.kernel.current_launch()
+        if current is None:
             return None
-        # The push's response was lost: no session id (cancel is then impossible) and no start
-        # time, so the stale bound assumes the longest session Kaggle allows.
+        current_id, current_version = current
+        index = segment_of(launch_id)
+        current_index = segment_of(current_id)
+        if current_id.rsplit("-", 1)[0] != launch_id.rsplit("-", 1)[0] or current_index < index:
+            return None
+        # Pushed: by a lost-response push, or by a self-chaining predecessor, in which case the
+        # chain may have moved on already (one version per segment). No session id, so no
+        # cancel, and no start time, so the stale bound assumes the longest session allowed.
+        version = current_version - (current_index - index) if current_version else None
         stale_at = self.clock() + self.options.max_session_seconds + STALE_AFTER_SECONDS
-        return KaggleHandle(self.kernel.ref, version, None, stale_at).encode()
+        return KaggleHandle(self.kernel.ref, index, version, None, stale_at).encode()
 
     # --- watching -------------------------------------------------------------------------
 
     def status(self, handle: str) -> SessionStatus:
+        if self.options.self_chain and self._superseded(KaggleHandle.decode(handle)):
+            return SessionStatus.FINISHED
         status, _ = self.kernel.status()
         if status is KernelStatus.QUEUED:
             return SessionStatus.QUEUED
@@ -129,10 +161,15 @@ class KaggleBackend:
             return SessionStatus.FINISHED if stale else SessionStatus.RUNNING
         return SessionStatus.FINISHED
 
+    def _superseded(self, handle: KaggleHandle) -> bool:
+        """A later segment was pushed on this kernel (by this one, self-chaining)."""
+        current = self.kernel.current_launch()
+        return current is not None and segment_of(current[0]) > handle.segment_index
+
     def collect(self, handle: str, store: Path) -> Collected:
         staging = self.workdir / "output" / store.name
         if not store.exists():
-            problem = self._download(staging)
+            problem = self._fetch(KaggleHandle.decode(handle), staging)
             if problem is not None:
                 return Collected(None, None, None, None, problem)
         try:
@@ -150,8 +187,23 @@ class KaggleBackend:
             return Collected(result, None, None, None, f"checkpoint rejected: {exc}")
         return Collected(result, manifest, store, None, None)
 
+    def _fetch(self, handle: KaggleHandle, staging: Path) -> str | None:
+        """The segment's result and checkpoint into `staging`; a reason when there are none.
+
+        A self-chaining segment published both in the checkpoint dataset, the only place left
+        once its successor's version has replaced its output.
+        """
+        if self.options.self_chain:
+            version = self.dataset.find_segment(handle.segment_index)
+            if version is not None:
+                self.dataset.download_segment(version, handle.segment_index, staging)
+                return None
+            if self._superseded(handle):
+                return "the segment's output was replaced by a later version and not published"
+        return self._download(staging)
+
     def _download(self, staging: Path) -> str | None:
-        """Fetch the output into `staging`; a reason when there is none to use."""
+        """Fetch the kernel's output into `staging`; a reason when there is none to use."""
         status, message = self.kernel.status()
         shutil.rmtree(staging, ignore_errors=True)
         self.kernel.download_output(staging)

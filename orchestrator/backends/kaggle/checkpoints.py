@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import tarfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,17 +27,27 @@ from kagglesdk.datasets.types.dataset_api_service import (
 
 from orchestrator.backends.base import LaunchRejected, TransientBackendError
 from orchestrator.backends.kaggle.client import KaggleAccount, KaggleNotFound
-from worker.contract import MANIFEST_FILE, ExpectedCheckpoint
+from worker.contract import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE, ExpectedCheckpoint
 from worker.manifest import CorruptCheckpoint, sha256_file, verify_checkpoint
 
+# How long an uploaded version may take to show up before it is presumed lost and uploaded again.
+VISIBLE_WITHIN_SECONDS = 600.0
 _NOT_READY = {"BLOBS_RECEIVED", "PENDING", "PROCESSING", "QUEUED", "UPLOADING"}
 _FILES_PAGE = 200
+
+
+def result_name(segment_index: int) -> str:
+    return f"result-s{segment_index:05d}.json"
+
+
+def archive_prefix(segment_index: int) -> str:
+    return f"checkpoint-s{segment_index:05d}-"
 
 
 def archive_name(expect: ExpectedCheckpoint, checkpoint_dir: Path) -> str:
     """Names the exact checkpoint: its segment, step and the hash of its manifest."""
     manifest = sha256_file(checkpoint_dir / MANIFEST_FILE)[:12]
-    return f"checkpoint-s{expect.segment_index:05d}-step{expect.step}-{manifest}.tar"
+    return f"{archive_prefix(expect.segment_index)}step{expect.step}-{manifest}.tar"
 
 
 def pack_checkpoint(checkpoint_dir: Path, archive: Path) -> int:
@@ -78,12 +89,13 @@ class CheckpointDataset:
         return f"{self.owner}/{self.slug}"
 
     def ensure_published(
-        self, expect: ExpectedCheckpoint, checkpoint_dir: Path
+        self, expect: ExpectedCheckpoint, checkpoint_dir: Path, result: Path | None = None
     ) -> PublishedCheckpoint:
         """The ready version holding this checkpoint, publishing it first if needed.
 
         Raises TransientBackendError while a version is processing or Kaggle is briefly unable;
-        the engine simply asks again on a later tick.
+        the engine simply asks again on a later tick. `result` (a self-chaining segment's
+        result.json) travels in the same version, so the orchestrator can collect from it.
         """
         name = archive_name(expect, checkpoint_dir)
         archive = self._packed(checkpoint_dir, name, expect)
@@ -92,7 +104,12 @@ class CheckpointDataset:
             found = self._find(dataset, name, _layouts(archive, checkpoint_dir))
             if found is not None:
                 return found
-        self._upload(archive, expect, exists=dataset is not None)
+        marker = archive.with_name(archive.name + ".uploaded")
+        if marker.exists() and time.time() - marker.stat().st_mtime < VISIBLE_WITHIN_SECONDS:
+            # A new version stays invisible for a while: wait for it instead of uploading twice.
+            raise TransientBackendError(f"{name} was uploaded to {self.ref}; not visible yet")
+        self._upload(archive, expect, result, exists=dataset is not None)
+        marker.touch()
         raise TransientBackendError(f"published {name} to {self.ref}; waiting for processing")
 
     def _packed(self, checkpoint_dir: Path, name: str, expect: ExpectedCheckpoint) -> Path:
@@ -147,11 +164,15 @@ class CheckpointDataset:
             if not token:
                 return files
 
-    def _upload(self, archive: Path, expect: ExpectedCheckpoint, *, exists: bool) -> None:
+    def _upload(
+        self, archive: Path, expect: ExpectedCheckpoint, result: Path | None, *, exists: bool
+    ) -> None:
         folder = self.staging / f"upload-{archive.stem}"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         (folder / archive.name).hardlink_to(archive)
+        if result is not None:
+            shutil.copyfile(result, folder / result_name(expect.segment_index))
         metadata = {
             "id": self.ref,
             "title": self.slug,
@@ -174,6 +195,44 @@ class CheckpointDataset:
         if error:
             # "already exists" during a brand-new dataset's 404 window, or a version in flight.
             raise TransientBackendError(f"publishing to {self.ref}: {error}")
+
+    def find_segment(self, segment_index: int) -> int | None:
+        """The ready version a self-chaining segment published its checkpoint and result in."""
+        dataset = self._dataset()
+        if dataset is None:
+            return None
+        prefix, result = archive_prefix(segment_index), result_name(segment_index)
+        versions = sorted(dataset.versions or [], key=lambda v: v.version_number, reverse=True)
+        for version in versions:
+            files = self._files(version.version_number)
+            if result in files and any(name.startswith(prefix) for name in files):
+                if (version.status or "").upper() in _NOT_READY:
+                    raise TransientBackendError(f"{self.ref} v{version.version_number} processing")
+                return int(version.version_number)
+        return None
+
+    def download_segment(self, version: int, segment_index: int, target: Path) -> None:
+        """Unpack a published segment into `target` as `checkpoint/` plus `result.json`."""
+        raw = target.parent / f"{target.name}.download"
+        shutil.rmtree(raw, ignore_errors=True)
+        shutil.rmtree(target, ignore_errors=True)
+        self.account.transfer(
+            "dataset_download_files",
+            lambda api: api.dataset_download_files(
+                f"{self.ref}/{version}", path=str(raw), force=True, quiet=True, unzip=True
+            ),
+        )
+        target.mkdir(parents=True)
+        prefix = archive_prefix(segment_index)
+        for entry in raw.rglob(f"{prefix}*"):
+            if entry.is_file() and entry.suffix == ".tar":
+                with tarfile.open(entry) as tar:
+                    tar.extractall(target / CHECKPOINT_DIR, filter="data")
+            elif entry.is_dir():
+                shutil.copytree(entry, target / CHECKPOINT_DIR, dirs_exist_ok=True)
+        for entry in raw.rglob(result_name(segment_index)):
+            shutil.copyfile(entry, target / RESULT_FILE)
+        shutil.rmtree(raw, ignore_errors=True)
 
 
 def _list_files(

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import requests
-from kagglesdk import KaggleClient, KaggleEnv
+from kagglesdk import KaggleClient
 
 from orchestrator.backends.base import LaunchRejected, TransientBackendError
 
@@ -47,7 +47,8 @@ class ClientFactory(Protocol):
 
 
 def production_client(username: str, key: str, **kwargs: Any) -> KaggleClient:
-    return KaggleClient(env=KaggleEnv.PROD, username=username, password=key, **kwargs)
+    """kagglesdk's own choice of endpoint: KAGGLE_API_ENVIRONMENT, or production when unset."""
+    return KaggleClient(env=None, username=username, password=key, **kwargs)
 
 
 class KaggleNotFound(Exception):

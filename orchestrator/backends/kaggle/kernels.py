@@ -114,8 +114,8 @@ class JobKernel:
             raise LaunchRejected(f"Kaggle could not mount {', '.join(invalid)}")
         return pushed
 
-    def find_launch(self, launch_id: str) -> int | None:
-        """The current version number if its source carries `launch_id` (it was pushed)."""
+    def current_launch(self) -> tuple[str, int | None] | None:
+        """The launch id in the current version's source, and that version's number."""
         request = ApiGetKernelRequest()
         request.user_name, request.kernel_slug = self.owner, self.slug
         try:
@@ -124,10 +124,11 @@ class JobKernel:
             )
         except KaggleNotFound:
             return None
-        source = kernel.blob.source if kernel.blob else ""
-        if launch_id_of(source or "") != launch_id:
+        launch_id = launch_id_of((kernel.blob.source if kernel.blob else "") or "")
+        if launch_id is None:
             return None
-        return kernel.metadata.current_version_number if kernel.metadata else None
+        version = kernel.metadata.current_version_number if kernel.metadata else None
+        return launch_id, version
 
     def status(self) -> tuple[KernelStatus, str]:
         """The latest version's status and failure message."""

@@ -54,7 +54,7 @@ sys.path.insert(0, code_dir)
 
 from worker.kaggle_session import run_kaggle_segment
 
-code = run_kaggle_segment(SEGMENT, OPTIONS)
+code = run_kaggle_segment(SEGMENT, OPTIONS, base64.b64decode(CODE))
 sys.stdout.flush()
 sys.stderr.flush()
 os._exit(code)  # everything is fsynced; skip tearing down torch

@@ -1,0 +1,125 @@
+"""Self-chaining, inside a kernel: publish this segment's checkpoint, then push its successor.
+
+The chain then goes on while the orchestrator is offline; when it is back, it adopts each pushed
+segment by its launch id (the same `<job>-<index>` scheme it uses itself), so nothing is pushed
+twice. The key comes only from a Kaggle Secret the user attached to the kernel, never from the
+kernel's source. Anything that goes wrong here just ends the chain: the orchestrator carries on
+from the last published checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends.base import LaunchRejected, TransientBackendError
+from orchestrator.backends.kaggle.checkpoints import CheckpointDataset, PublishedCheckpoint
+from orchestrator.backends.kaggle.client import KaggleAccount, KaggleNotFound, production_client
+from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush
+from orchestrator.backends.kaggle.packaging import kernel_source
+from worker.contract import (
+    CHECKPOINT_DIR,
+    RESULT_FILE,
+    Estimates,
+    ExpectedCheckpoint,
+    Outcome,
+    SegmentResult,
+    SegmentSpec,
+)
+
+SECRET_LABEL = "BATON_KAGGLE_KEY"
+# Estimates learned here are padded like the orchestrator pads its own (planner.py).
+PADDING = 1.25
+_RETRY_SECONDS = 1.0
+
+log = logging.getLogger("worker.kaggle.chain")
+
+
+def launch_id(job_id: str, segment_index: int) -> str:
+    return f"{job_id}-{segment_index:04d}"
+
+
+def secret_key() -> str | None:
+    try:
+        from kaggle_secrets import UserSecretsClient
+
+        value: str = UserSecretsClient().get_secret(SECRET_LABEL)
+    except Exception as exc:  # the module or the attachment is missing: no chaining
+        log.warning("no Kaggle Secret %s attached (%s); the orchestrator chains", SECRET_LABEL, exc)
+        return None
+    return value
+
+
+def successor_spec(
+    segment: SegmentSpec, result: SegmentResult, expect: ExpectedCheckpoint, upload: float
+) -> SegmentSpec:
+    """The next segment: resume from this one's checkpoint, with the costs measured here."""
+    learned = Estimates(
+        save_seconds=result.timings.save * PADDING,
+        upload_seconds=max(upload * PADDING, segment.estimates.upload_seconds),
+        exit_seconds=segment.estimates.exit_seconds,
+        step_seconds=result.step_time_ema,
+    )
+    return replace(
+        segment,
+        segment_index=segment.segment_index + 1,
+        expect=expect,
+        resume_path="input/checkpoint",
+        estimates=learned,
+    )
+
+
+def _publish(
+    dataset: CheckpointDataset, expect: ExpectedCheckpoint, working: Path, give_up_at: float
+) -> PublishedCheckpoint | None:
+    while time.time() < give_up_at:
+        try:
+            return dataset.ensure_published(expect, working / CHECKPOINT_DIR, working / RESULT_FILE)
+        except TransientBackendError as exc:
+            log.info("publishing: %s", exc)
+            time.sleep(_RETRY_SECONDS)
+    log.warning("the checkpoint was not ready to mount in time; the orchestrator chains")
+    return None
+
+
+def chain(
+    segment: dict[str, Any], options: dict[str, Any], code: bytes, working: Path, deadline: float
+) -> None:
+    """Publish the committed checkpoint and push the next segment, if there is one to push."""
+    result = SegmentResult.read(working / RESULT_FILE)
+    if result.outcome not in (Outcome.DEADLINE, Outcome.COMPLETED):
+        return
+    key = secret_key()
+    if key is None:
+        return
+    started = time.time()
+    account = KaggleAccount(options["username"], key, production_client)
+    expect = ExpectedCheckpoint(result.job_id, result.segment_index, result.end_step)
+    staging = Path(tempfile.mkdtemp(prefix="baton-publish-"))
+    dataset = CheckpointDataset(account, options["checkpoint_dataset"], staging)
+    try:
+        published = _publish(dataset, expect, working, deadline)
+        if published is None or result.outcome == Outcome.COMPLETED:
+            return
+        spec = successor_spec(SegmentSpec.from_dict(segment), result, expect, time.time() - started)
+        next_options = {**options, "checkpoint_file": published.file_name}
+        push = KernelPush(**options["push"])
+        push = replace(
+            push, dataset_sources=[f"{dataset.ref}/{published.version}", *push.dataset_sources]
+        )
+        source = kernel_source(launch_id(spec.job_id, spec.segment_index), spec, next_options, code)
+        JobKernel(account, options["kernel_slug"]).push(source, push)
+        log.info(
+            "pushed segment %d (%.1f s after commit)", spec.segment_index, time.time() - started
+        )
+    except (TransientBackendError, LaunchRejected, KaggleNotFound) as exc:
+        log.warning("self-chaining stopped: %s; the orchestrator chains", exc)
+
+
+def push_options(push: KernelPush) -> dict[str, Any]:
+    """A KernelPush as kernel options (JSON), for the successor to reuse."""
+    return asdict(push)
