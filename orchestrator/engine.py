@@ -49,9 +49,10 @@ from orchestrator.planner import (
     CheckpointRef,
     PastSegment,
     build_segment_spec,
+    minimum_session_seconds,
     plan_next_segment,
 )
-from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec, KaggleSpec, spec_warnings
+from orchestrator.spec import JobSpec, KaggleSpec, spec_warnings
 from orchestrator.transitions import StaleState, record_event, set_job_state, set_segment_state
 from worker.contract import SegmentSpec
 
@@ -202,15 +203,24 @@ class Engine:
                     reason=str(exc),
                 )
             return
-        if quota is not None and quota.seconds_left < MIN_SESSION_SECONDS:
-            decision = decide_quota(job_view(job), quota.refresh_at, self.clock())
-            if decision is not None:
-                with self.db.transaction() as session:
+        with self.db.transaction() as session:
+            history = self._history(session, job.id)
+            if quota is not None and quota.seconds_left < minimum_session_seconds(history):
+                decision = decide_quota(job_view(job), quota.refresh_at, self.clock())
+                if decision is not None:
                     apply_decision(session, job, decision)
                 return
-        with self.db.transaction() as session:
-            segment = self._record_launch_intent(session, job, spec, quota)
+            segment = self._record_launch_intent(session, job, spec, quota, history)
         self._drive_segment(job, segment)
+
+    def _history(self, session: Session, job_id: str) -> list[PastSegment]:
+        """Measured costs of the job's committed segments, oldest first."""
+        done = session.scalars(
+            select(Segment)
+            .where(Segment.job_id == job_id, Segment.state == SegmentState.SUCCEEDED.value)
+            .order_by(Segment.index)
+        )
+        return [_past(segment) for segment in done if segment.timings]
 
     def _busy_gpu_sessions(self, session: Session, user_id: str) -> int:
         specs = session.scalars(
@@ -225,24 +235,24 @@ class Engine:
         return sum(1 for spec in specs if KaggleSpec.model_validate(spec["kaggle"]).uses_gpu)
 
     def _record_launch_intent(
-        self, session: Session, job: Job, spec: JobSpec, quota: Quota | None
+        self,
+        session: Session,
+        job: Job,
+        spec: JobSpec,
+        quota: Quota | None,
+        history: list[PastSegment],
     ) -> Segment:
         latest = session.scalars(
             select(Checkpoint)
             .where(Checkpoint.job_id == job.id)
             .order_by(Checkpoint.step.desc(), Checkpoint.segment_index.desc())
         ).first()
-        done = session.scalars(
-            select(Segment)
-            .where(Segment.job_id == job.id, Segment.state == SegmentState.SUCCEEDED.value)
-            .order_by(Segment.index)
-        ).all()
         next_index = len(session.scalars(select(Segment.id).where(Segment.job_id == job.id)).all())
         plan = plan_next_segment(
             spec,
             next_index,
             CheckpointRef(latest.segment_index, latest.step) if latest else None,
-            [_past(segment) for segment in done if segment.timings],
+            history,
             quota.seconds_left if quota is not None else None,
         )
         segment_spec = build_segment_spec(job.id, spec, plan)
@@ -411,4 +421,5 @@ def _past(segment: Segment) -> PastSegment:
         worker_seconds=float(timings.get("total", 0.0)),
         session_seconds=timings.get("session"),
         step_seconds=timings.get("step_ema"),
+        setup_seconds=float(timings.get("startup", 0.0)) + float(timings.get("load", 0.0)),
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from orchestrator.spec import JobSpec
+from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from worker.contract import (
     CHECKPOINT_DIR,
     Estimates,
@@ -23,6 +23,7 @@ from worker.contract import (
 ESTIMATE_WINDOW = 3
 ESTIMATE_PADDING = 1.25
 INPUT_CHECKPOINT = f"input/{CHECKPOINT_DIR}"
+USEFUL_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,13 @@ class PastSegment:
     worker_seconds: float  # worker's own total, process start to result.json
     session_seconds: float | None  # the backend's wall time for the whole session
     step_seconds: float | None  # the segment's step_time_ema
+    setup_seconds: float = 0.0  # start-up plus load: what a session spends before its first step
+
+    @property
+    def fixed_seconds(self) -> float:
+        """Everything a session spends outside training steps."""
+        exit_seconds = max(0.0, (self.session_seconds or 0.0) - self.worker_seconds)
+        return self.setup_seconds + self.save_seconds + self.upload_seconds + exit_seconds
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,16 @@ class SegmentPlan:
     limit_seconds: float
     estimates: Estimates
     resume: CheckpointRef | None
+
+
+def minimum_session_seconds(history: Sequence[PastSegment]) -> float:
+    """The shortest session worth launching: at least half of it must be training steps.
+
+    Below that, quota is better spent after the refresh than on sessions that mostly boot.
+    """
+    recent = list(history)[-ESTIMATE_WINDOW:]
+    fixed = max((past.fixed_seconds for past in recent), default=0.0)
+    return max(MIN_SESSION_SECONDS, USEFUL_FACTOR * fixed)
 
 
 def learn_estimates(history: Sequence[PastSegment]) -> Estimates:

@@ -10,9 +10,10 @@ from orchestrator.planner import (
     PastSegment,
     build_segment_spec,
     learn_estimates,
+    minimum_session_seconds,
     plan_next_segment,
 )
-from orchestrator.spec import JobSpec
+from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from tests.factories import job_spec
 from worker.contract import Estimates, ExpectedCheckpoint
 
@@ -59,3 +60,18 @@ def test_estimates_take_the_worst_recent_cost_padded() -> None:
 def test_quota_caps_the_session_limit() -> None:
     assert plan_next_segment(SPEC, 0, None, [], quota_seconds=300).limit_seconds == 300
     assert plan_next_segment(SPEC, 0, None, [], quota_seconds=9000).limit_seconds == 600
+
+
+def test_a_session_must_be_at_least_twice_its_fixed_costs() -> None:
+    assert minimum_session_seconds([]) == MIN_SESSION_SECONDS
+    booting = PastSegment(
+        save_seconds=1.0,
+        upload_seconds=0.0,
+        worker_seconds=7.0,
+        session_seconds=7.5,
+        step_seconds=0.1,
+        setup_seconds=3.5,
+    )
+    # 3.5 s start-up and load + 1 s save + 0.5 s exit = 5 s of fixed cost per session.
+    assert booting.fixed_seconds == pytest.approx(5.0)
+    assert minimum_session_seconds([booting]) == pytest.approx(10.0)

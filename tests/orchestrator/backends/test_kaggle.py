@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -92,13 +92,13 @@ def test_flaky_kaggle_api_never_pushes_a_segment_twice(
 
 
 def test_spent_quota_parks_the_job_until_the_refresh(tmp_path: Path) -> None:
-    # A 12 s GPU allowance per 25 s "week": the job needs about two weeks of it.
+    # A 12 s GPU allowance per 20 s "week": the job needs about three weeks of it.
     with (
         start_emulator(
             tmp_path / "kaggle",
             queue_seconds=0.2,
             dataset_processing_seconds=0.5,
-            week_seconds=25,
+            week_seconds=20,
             gpu_allowance_seconds=12,
         ) as emulator,
         running_api(make_settings(tmp_path / "data"), kaggle_url=emulator.url) as api,
