@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ INPUT_CHECKPOINT = f"input/{CHECKPOINT_DIR}"
 _SEARCH_DEPTH = 4
 # Self-chaining gives up this long before the session's limit, to exit (and keep its output).
 EXIT_SECONDS = 2.0
+KAGGLE_CLIENT_MINIMUM = (2, 2)
+KAGGLE_CLIENT_REQUIREMENTS = ("kaggle>=2.2.4,<2.3", "kagglesdk>=0.1.37,<0.2", "six")
 
 log = logging.getLogger("worker.kaggle")
 
@@ -65,6 +68,16 @@ def install_requirements(requirements: list[str]) -> None:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", *requirements], check=True)
 
 
+def ensure_kaggle_client() -> None:
+    """Self-chaining drives Kaggle with the client Baton is built on; older images lack it."""
+    try:
+        installed = tuple(int(part) for part in metadata.version("kaggle").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        installed = (0, 0)
+    if installed < KAGGLE_CLIENT_MINIMUM:
+        install_requirements(list(KAGGLE_CLIENT_REQUIREMENTS))
+
+
 def prepare_session(segment: dict[str, Any], options: dict[str, Any], root: Path) -> Path:
     """Write the session root the worker reads: segment.json plus input/checkpoint."""
     session = Path(tempfile.mkdtemp(prefix="baton-session-"))
@@ -90,6 +103,7 @@ def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: b
     exit_code = run_worker(["--root", str(session)])
     if options.get("self_chain") and exit_code == 0:
         # Imported only here: the Kaggle client code travels only with self-chaining kernels.
+        ensure_kaggle_client()
         from orchestrator.backends.kaggle.chaining import chain
 
         deadline = process_start_time() + float(segment["limit_seconds"]) - EXIT_SECONDS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from orchestrator.backends.kaggle.backend import dataset_slug, kernel_slug
+from orchestrator.backends.kaggle.chaining import SECRET_LABEL
 from orchestrator.backends.kaggle.packaging import launch_id_of
 from orchestrator.reference import run_uninterrupted
 from orchestrator.spec import JobSpec
@@ -116,3 +118,58 @@ def test_spent_quota_parks_the_job_until_the_refresh(tmp_path: Path) -> None:
         # No session was ever sized beyond what the quota had left.
         for session in emulator.sessions(f"alice/{kernel_slug(job_id)}"):
             assert session.limit_seconds <= 12
+
+
+def _chain_settled(emulator: Emulator, kernel: str) -> bool:
+    """The kernel's latest session has ended and nothing new was pushed for a while."""
+    sessions = emulator.sessions(kernel)
+    latest = max(sessions, key=lambda session: session.version)
+    return latest.ended_at is not None and time.time() - latest.ended_at > 3
+
+
+def test_self_chained_job_completes_while_the_orchestrator_is_stopped(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "data")
+    spec = kaggle_spec(
+        {"self_chain": True, "enable_internet": True, "chain_reserve_seconds": 3},
+        total_steps=250,
+        session={"limit_seconds": 12, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+    )
+    # Port 7777 is where kagglesdk's TEST environment points: kernels call back unmodified.
+    with start_emulator(
+        tmp_path / "kaggle", port=7777, queue_seconds=0.2, dataset_processing_seconds=0.5
+    ) as emulator:
+        with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
+            api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+            job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
+        kernel = f"alice/{kernel_slug(job_id)}"
+        emulator.set_secret("alice", SECRET_LABEL, "alice-key")
+        emulator.attach_secret(kernel, SECRET_LABEL)
+
+        with running_api(settings, kaggle_url=emulator.url) as api:
+            wait_for(api, job_id, lambda job: job["state"] == "running", timeout=60)
+        # The orchestrator is gone; the chain goes on by itself until the job is done.
+        deadline = time.monotonic() + 240
+        while not (emulator.sessions(kernel) and _chain_settled(emulator, kernel)):
+            assert time.monotonic() < deadline, "the chain did not finish"
+            time.sleep(0.5)
+        sessions = emulator.sessions(kernel)
+        assert len(sessions) >= 3
+
+        with running_api(settings, kaggle_url=emulator.url) as api:
+            job = wait_finished(api, job_id, timeout=120)
+            assert job["state"] == "succeeded", job
+            segments = _segments(api, job_id)
+
+    assert [seg["state"] for seg in segments] == ["succeeded"] * len(sessions)
+    for before, after in pairwise(segments):
+        assert after["start_step"] == before["end_step"]
+    assert segments[-1]["end_step"] == 250
+    pushes = Counter(launch_id_of(session.script) for session in sessions)
+    assert pushes == {f"{job_id}-{seg['index']:04d}": 1 for seg in segments}
+    # The key reached the kernels only through the attached secret, never through their source.
+    assert not any("alice-key" in session.script for session in sessions)
+    local = {**spec, "backend": "local"}
+    del local["kaggle"]
+    reference = run_uninterrupted(JobSpec.model_validate(local), tmp_path / "reference")
+    assert reference.manifest is not None
+    assert segments[-1]["checkpoint"]["model_digest"] == reference.manifest.model_digest
