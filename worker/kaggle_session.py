@@ -43,14 +43,26 @@ def find_mounted_checkpoint(input_dir: Path, dataset_slug: str, archive: str) ->
     Kaggle mounts a dataset at input/<slug> (newer images nest it deeper) and may unpack an
     uploaded archive, so both layouts are accepted.
     """
-    unpacked = archive.removesuffix(".tar")
-    for depth in range(_SEARCH_DEPTH):
-        for mount in input_dir.glob("/".join(["*"] * depth + [dataset_slug])):
-            if (mount / archive).is_file():
-                return mount / archive
-            if (mount / unpacked / MANIFEST_FILE).is_file():
-                return mount / unpacked
+    for mount in _mounts(input_dir, dataset_slug):
+        for candidate in (mount / archive, mount / archive.removesuffix(".tar")):
+            if candidate.is_file() or (candidate / MANIFEST_FILE).is_file():
+                return candidate
+    # Not there: Kaggle served another version. Hand the worker whatever checkpoint it holds,
+    # so that its manifest check rejects it by name instead of failing on a missing file.
+    for mount in _mounts(input_dir, dataset_slug):
+        others = sorted(mount.glob(f"{CHECKPOINT_DIR}-s*"))
+        if others:
+            log.error("%s is not in the mounted %s: stale version", archive, dataset_slug)
+            return others[-1]
     return None
+
+
+def _mounts(input_dir: Path, dataset_slug: str) -> list[Path]:
+    return [
+        mount
+        for depth in range(_SEARCH_DEPTH)
+        for mount in input_dir.glob("/".join(["*"] * depth + [dataset_slug]))
+    ]
 
 
 def stage_checkpoint(mounted: Path, target: Path) -> None:

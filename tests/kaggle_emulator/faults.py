@@ -19,6 +19,7 @@ class FaultKind(enum.StrEnum):
     SERVER_ERROR = "500"
     DROP = "drop"  # the connection closes before any response, after hang_seconds
     LOST_RESPONSE = "lost_response"  # the call takes effect, then the connection closes
+    STALE_MOUNT = "stale_mount"  # a kernel mounts the version before the one it named
 
 
 @dataclass
@@ -38,6 +39,9 @@ class Faults:
     on_transfers: bool = False
     # Kernel refs ("owner/slug") whose status stays RUNNING whatever the session does.
     stuck_running: set[str] = field(default_factory=set)
+    # The next this-many dataset mounts that name a version get the one before it instead, as
+    # when Kaggle serves a kernel a stale copy of a freshly published dataset.
+    stale_mounts: int = 0
     seed: int = 0
     injected: list[tuple[str, FaultKind]] = field(default_factory=list)
 
@@ -45,6 +49,14 @@ class Faults:
         self._random = random.Random(self.seed)
         self._scripted: dict[str, deque[FaultKind]] = {}
         self._lock = threading.Lock()
+
+    def take_stale_mount(self) -> bool:
+        with self._lock:
+            if self.stale_mounts <= 0:
+                return False
+            self.stale_mounts -= 1
+            self.injected.append(("mount", FaultKind.STALE_MOUNT))
+            return True
 
     def reseed(self, seed: int) -> None:
         with self._lock:

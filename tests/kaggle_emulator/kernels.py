@@ -19,6 +19,7 @@ from tests.kaggle_emulator import quota, wire
 from tests.kaggle_emulator.accelerators import Accelerator, accelerator_for
 from tests.kaggle_emulator.datasets import DatasetRegistry
 from tests.kaggle_emulator.errors import ApiError, bad_request, forbidden, not_found
+from tests.kaggle_emulator.faults import Faults
 from tests.kaggle_emulator.kernel_sessions import (
     KernelSession,
     Mount,
@@ -108,12 +109,14 @@ class KernelRegistry:
         datasets: DatasetRegistry,
         secrets: UserSecrets,
         limits: KernelLimits,
+        faults: Faults,
     ) -> None:
         self._root = root
         self._runner = runner
         self._datasets = datasets
         self._secrets = secrets
         self._limits = limits
+        self._faults = faults
         self.kernels: dict[str, Kernel] = {}
         self.sessions: dict[int, KernelSession] = {}
         self.push_counts: Counter[str] = Counter()
@@ -227,6 +230,8 @@ class KernelRegistry:
                 number = int(parts[3])
             else:
                 return None
+            if number is not None and number > 1 and self._faults.take_stale_mount():
+                number -= 1
             version = self._datasets.version(parts[0], parts[1], number, user, now)
         except (ValueError, ApiError):
             return None

@@ -73,6 +73,7 @@ class EmulatorState:
             self.datasets,
             self.secrets,
             limits,
+            self.faults,
         )
         (root / "sessions").mkdir(parents=True, exist_ok=True)
 

@@ -173,3 +173,28 @@ def test_self_chained_job_completes_while_the_orchestrator_is_stopped(tmp_path: 
     reference = run_uninterrupted(JobSpec.model_validate(local), tmp_path / "reference")
     assert reference.manifest is not None
     assert segments[-1]["checkpoint"]["model_digest"] == reference.manifest.model_digest
+
+
+def test_a_stale_checkpoint_version_is_rejected_never_resumed_from(
+    kaggle_api: TestClient, emulator: Emulator, tmp_path: Path
+) -> None:
+    # The first kernel that names version 2 or later is handed the version before it.
+    emulator.faults.stale_mounts = 1
+    spec = kaggle_spec(total_steps=300)
+    job_id = kaggle_api.post("/api/v1/jobs", json=spec).json()["id"]
+    job = wait_finished(kaggle_api, job_id, timeout=300)
+    assert job["state"] == "succeeded", job
+    assert ("mount", FaultKind.STALE_MOUNT) in emulator.faults.injected
+
+    segments = _segments(kaggle_api, job_id)
+    [stale] = [seg for seg in segments if seg["state"] == "failed"]
+    assert stale["outcome"] == "rejected"
+    assert "not the expected one" in stale["error"]
+    committed = [seg for seg in segments if seg["state"] == "succeeded"]
+    for before, after in pairwise(committed):
+        assert after["start_step"] == before["end_step"]
+    local = {**spec, "backend": "local"}
+    del local["kaggle"]
+    reference = run_uninterrupted(JobSpec.model_validate(local), tmp_path / "reference")
+    assert reference.manifest is not None
+    assert committed[-1]["checkpoint"]["model_digest"] == reference.manifest.model_digest
