@@ -20,6 +20,7 @@ from orchestrator.reference import run_uninterrupted
 from orchestrator.spec import JobSpec
 from tests.factories import kaggle_spec, make_settings, running_api, wait_finished, wait_for
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
+from tests.kaggle_emulator.kernel_sessions import WorkerStatus
 
 pytestmark = pytest.mark.slow
 
@@ -198,3 +199,24 @@ def test_a_stale_checkpoint_version_is_rejected_never_resumed_from(
     reference = run_uninterrupted(JobSpec.model_validate(local), tmp_path / "reference")
     assert reference.manifest is not None
     assert committed[-1]["checkpoint"]["model_digest"] == reference.manifest.model_digest
+
+
+def test_cancelling_a_job_cancels_its_running_kernel(
+    kaggle_api: TestClient, emulator: Emulator
+) -> None:
+    spec = kaggle_spec(total_steps=100_000, session={"limit_seconds": 120})
+    job_id = kaggle_api.post("/api/v1/jobs", json=spec).json()["id"]
+    kernel = f"alice/{kernel_slug(job_id)}"
+
+    def kernel_running(job: dict[str, Any]) -> bool:
+        sessions = emulator.sessions(kernel)
+        return bool(sessions) and sessions[-1].status is WorkerStatus.RUNNING
+
+    wait_for(kaggle_api, job_id, kernel_running, timeout=60)
+    assert kaggle_api.post(f"/api/v1/jobs/{job_id}/cancel").json()["state"] == "cancelled"
+
+    def kernel_cancelled(job: dict[str, Any]) -> bool:
+        return emulator.sessions(kernel)[-1].status is WorkerStatus.CANCEL_ACKNOWLEDGED
+
+    wait_for(kaggle_api, job_id, kernel_cancelled, timeout=30)
+    assert [seg["state"] for seg in _segments(kaggle_api, job_id)] == ["cancelled"]
