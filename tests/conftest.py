@@ -11,6 +11,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from orchestrator.config import Settings
+from orchestrator.db import Database
+from orchestrator.service import prestart
 from tests.factories import make_settings, require_services, running_api
 from tests.kaggle_emulator import Emulator, start_emulator
 
@@ -20,6 +22,15 @@ POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return make_settings(tmp_path / "data")
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Database]:
+    """The migrated database behind `settings`, as `baton serve` leaves it after prestart."""
+    prestart(settings)
+    database = Database(settings.resolved_database_url)
+    yield database
+    database.dispose()
 
 
 @pytest.fixture

@@ -15,7 +15,9 @@ from kagglesdk import KaggleClient, KaggleEnv
 from orchestrator.api.main import create_app
 from orchestrator.backends.kaggle.client import ClientFactory
 from orchestrator.config import Settings
+from orchestrator.reference import run_uninterrupted
 from orchestrator.service import build_services, prestart
+from orchestrator.spec import JobSpec
 from tests.kaggle_emulator.client import point_at
 
 ADMIN_TOKEN = "bt_test-admin-token-0123456789abcdef"
@@ -109,6 +111,14 @@ def kaggle_spec(kaggle: dict[str, Any] | None = None, **overrides: Any) -> dict[
     )
     spec.update(overrides)
     return spec
+
+
+def reference_digest(spec: dict[str, Any], workdir: Path) -> str:
+    """The model digest of `spec` trained in one uninterrupted local session."""
+    local = {key: value for key, value in spec.items() if key != "kaggle"} | {"backend": "local"}
+    reference = run_uninterrupted(JobSpec.model_validate(local), workdir)
+    assert reference.manifest is not None, reference.problem
+    return reference.manifest.model_digest
 
 
 def require_services() -> bool:

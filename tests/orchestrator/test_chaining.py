@@ -13,9 +13,7 @@ from fastapi.testclient import TestClient
 
 from orchestrator.backends.sessions import SessionState, session_state
 from orchestrator.config import Settings
-from orchestrator.reference import run_uninterrupted
-from orchestrator.spec import JobSpec
-from tests.factories import job_spec, wait_finished, wait_for
+from tests.factories import job_spec, reference_digest, wait_finished, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -30,12 +28,6 @@ CHAINED = job_spec(
 def _segments(api: TestClient, job_id: str) -> list[dict[str, Any]]:
     segments: list[dict[str, Any]] = api.get(f"/api/v1/jobs/{job_id}/segments").json()
     return segments
-
-
-def _reference_digest(spec: dict[str, Any], tmp_path: Path) -> str:
-    reference = run_uninterrupted(JobSpec.model_validate(spec), tmp_path / "reference")
-    assert reference.manifest is not None, reference.problem
-    return reference.manifest.model_digest
 
 
 def test_job_chains_across_sessions_to_the_uninterrupted_digest(
@@ -66,7 +58,7 @@ def test_job_chains_across_sessions_to_the_uninterrupted_digest(
     assert {point["segment_index"] for point in metrics} == {seg["index"] for seg in segments}
 
     final = segments[-1]["checkpoint"]["model_digest"]
-    assert final == _reference_digest(CHAINED, tmp_path)
+    assert final == reference_digest(CHAINED, tmp_path)
 
 
 def test_kill_during_save_resumes_from_the_previous_commit(
@@ -90,7 +82,7 @@ def test_kill_during_save_resumes_from_the_previous_commit(
     committed = [seg for seg in segments if seg["state"] == "succeeded"]
     for before, after in itertools.pairwise(committed):
         assert after["start_step"] == before["end_step"]
-    assert committed[-1]["checkpoint"]["model_digest"] == _reference_digest(spec, tmp_path)
+    assert committed[-1]["checkpoint"]["model_digest"] == reference_digest(spec, tmp_path)
 
 
 def test_crashing_trainer_fails_the_job_after_max_failures(live_api: TestClient) -> None:
@@ -143,7 +135,7 @@ def test_pause_commits_early_and_resume_continues_exactly(
     assert wait_finished(live_api, job_id)["state"] == "succeeded"
     final = _segments(live_api, job_id)[-1]
     assert final["start_step"] == stopped["end_step"]
-    assert final["checkpoint"]["model_digest"] == _reference_digest(spec, tmp_path)
+    assert final["checkpoint"]["model_digest"] == reference_digest(spec, tmp_path)
 
 
 def test_cancel_kills_the_running_session(live_api: TestClient, settings: Settings) -> None:

@@ -36,25 +36,17 @@ KEY_B = Fernet.generate_key().decode()
 KAGGLE_KEY = "0123456789abcdef0123456789abcdef"
 
 
-@pytest.fixture
-def db(settings: Settings) -> Iterator[Database]:
-    prestart(settings)
-    database = Database(settings.resolved_database_url)
-    yield database
-    database.dispose()
-
-
-def _user(db: Database, name: str) -> str:
-    with db.transaction() as session:
+def _user(store: Database, name: str) -> str:
+    with store.transaction() as session:
         return get_or_create_user(session, name).id
 
 
-def test_store_then_load_round_trips_and_stores_no_plaintext(db: Database) -> None:
+def test_store_then_load_round_trips_and_stores_no_plaintext(store: Database) -> None:
     box = SecretBox.from_setting(KEY_A)
-    alice = _user(db, "alice")
-    with db.transaction() as session:
+    alice = _user(store, "alice")
+    with store.transaction() as session:
         store_kaggle_credentials(session, box, alice, "alice-k", KAGGLE_KEY)
-    with db.transaction() as session:
+    with store.transaction() as session:
         row = session.get(KaggleCredential, alice)
         assert row is not None
         assert KAGGLE_KEY not in row.key_ciphertext
@@ -63,13 +55,13 @@ def test_store_then_load_round_trips_and_stores_no_plaintext(db: Database) -> No
         )
 
 
-def test_store_replaces_and_delete_forgets(db: Database) -> None:
+def test_store_replaces_and_delete_forgets(store: Database) -> None:
     box = SecretBox.from_setting(KEY_A)
-    alice = _user(db, "alice")
-    with db.transaction() as session:
+    alice = _user(store, "alice")
+    with store.transaction() as session:
         store_kaggle_credentials(session, box, alice, "old-name", "old-key")
         store_kaggle_credentials(session, box, alice, "new-name", KAGGLE_KEY)
-    with db.transaction() as session:
+    with store.transaction() as session:
         assert load_kaggle_credentials(session, box, alice) == KaggleCredentials(
             "new-name", KAGGLE_KEY
         )
@@ -78,26 +70,26 @@ def test_store_replaces_and_delete_forgets(db: Database) -> None:
         assert load_kaggle_credentials(session, box, alice) is None
 
 
-def test_deleting_a_user_deletes_their_credentials(db: Database) -> None:
-    alice = _user(db, "alice")
-    with db.transaction() as session:
+def test_deleting_a_user_deletes_their_credentials(store: Database) -> None:
+    alice = _user(store, "alice")
+    with store.transaction() as session:
         store_kaggle_credentials(session, SecretBox.from_setting(KEY_A), alice, "a", KAGGLE_KEY)
-    with db.transaction() as session:
+    with store.transaction() as session:
         session.execute(delete(User).where(User.id == alice))
-    with db.transaction() as session:
+    with store.transaction() as session:
         assert session.get(KaggleCredential, alice) is None
 
 
-def test_rotate_all_moves_every_row_to_the_first_key(db: Database) -> None:
+def test_rotate_all_moves_every_row_to_the_first_key(store: Database) -> None:
     old = SecretBox.from_setting(KEY_A)
-    users = [_user(db, name) for name in ("alice", "bob")]
-    with db.transaction() as session:
+    users = [_user(store, name) for name in ("alice", "bob")]
+    with store.transaction() as session:
         for user_id in users:
             store_kaggle_credentials(session, old, user_id, f"k-{user_id}", KAGGLE_KEY)
-    with db.transaction() as session:
+    with store.transaction() as session:
         assert rotate_all(session, SecretBox.from_setting(f"{KEY_B},{KEY_A}")) == 2
     new_only = SecretBox.from_setting(KEY_B)
-    with db.transaction() as session:
+    with store.transaction() as session:
         for user_id in users:
             loaded = load_kaggle_credentials(session, new_only, user_id)
             assert loaded == KaggleCredentials(f"k-{user_id}", KAGGLE_KEY)
@@ -105,13 +97,13 @@ def test_rotate_all_moves_every_row_to_the_first_key(db: Database) -> None:
             load_kaggle_credentials(session, old, users[0])
 
 
-def test_rotate_all_without_the_old_key_fails_and_changes_nothing(db: Database) -> None:
-    alice = _user(db, "alice")
-    with db.transaction() as session:
+def test_rotate_all_without_the_old_key_fails_and_changes_nothing(store: Database) -> None:
+    alice = _user(store, "alice")
+    with store.transaction() as session:
         store_kaggle_credentials(session, SecretBox.from_setting(KEY_A), alice, "a", KAGGLE_KEY)
-    with pytest.raises(SecretBoxError, match=f"user {alice}"), db.transaction() as session:
+    with pytest.raises(SecretBoxError, match=f"user {alice}"), store.transaction() as session:
         rotate_all(session, SecretBox.from_setting(KEY_B))
-    with db.transaction() as session:
+    with store.transaction() as session:
         assert load_kaggle_credentials(session, SecretBox.from_setting(KEY_A), alice) is not None
 
 
@@ -157,19 +149,19 @@ def server_url(cli_env: Settings) -> Iterator[str]:
 
 
 def _alice_token(settings: Settings) -> tuple[str, str]:
-    db = Database(settings.resolved_database_url)
-    with db.transaction() as session:
+    store = Database(settings.resolved_database_url)
+    with store.transaction() as session:
         token = issue_token(session, "alice")
         user_id = get_or_create_user(session, "alice").id
-    db.dispose()
+    store.dispose()
     return token, user_id
 
 
 def _stored(settings: Settings, user_id: str, box: SecretBox) -> KaggleCredentials | None:
-    db = Database(settings.resolved_database_url)
-    with db.transaction() as session:
+    store = Database(settings.resolved_database_url)
+    with store.transaction() as session:
         loaded = load_kaggle_credentials(session, box, user_id)
-    db.dispose()
+    store.dispose()
     return loaded
 
 
@@ -238,10 +230,10 @@ def test_cli_rotate_secret_keys_reencrypts_and_prints_the_count(
 ) -> None:
     prestart(cli_env)
     _, alice = _alice_token(cli_env)
-    db = Database(cli_env.resolved_database_url)
-    with db.transaction() as session:
+    store = Database(cli_env.resolved_database_url)
+    with store.transaction() as session:
         store_kaggle_credentials(session, SecretBox.from_setting(KEY_A), alice, "a", KAGGLE_KEY)
-    db.dispose()
+    store.dispose()
 
     monkeypatch.setenv("BATON_SECRET_KEYS", f"{KEY_B},{KEY_A}")
     assert main(["rotate-secret-keys"]) == 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.lifecycle import JobState, SegmentState
 from orchestrator.models import Job, Segment
-from orchestrator.service import prestart
 from orchestrator.spec import JobSpec
 from tests.factories import job_spec
 
@@ -44,21 +42,13 @@ class CountingBackend(LocalBackend):
         return handle
 
 
-@pytest.fixture
-def db(settings: Settings) -> Iterator[Database]:
-    prestart(settings)
-    database = Database(settings.resolved_database_url)
-    yield database
-    database.dispose()
-
-
-def _admin(db: Database) -> str:
-    with db.transaction() as session:
+def _admin(store: Database) -> str:
+    with store.transaction() as session:
         return get_or_create_user(session, ADMIN_USER).id
 
 
-def _engine(db: Database, settings: Settings, backend: CountingBackend) -> Engine:
-    return Engine(db, StaticBackends({"local": backend}), settings.checkpoints_dir)
+def _engine(store: Database, settings: Settings, backend: CountingBackend) -> Engine:
+    return Engine(store, StaticBackends({"local": backend}), settings.checkpoints_dir)
 
 
 def _run_to_end(engine: Engine, job_id: str, timeout: float = 120) -> Job:
@@ -74,42 +64,42 @@ def _run_to_end(engine: Engine, job_id: str, timeout: float = 120) -> Job:
     raise AssertionError("job did not finish")
 
 
-def _segments(db: Database, job_id: str) -> list[Segment]:
-    with db.transaction() as session:
+def _segments(store: Database, job_id: str) -> list[Segment]:
+    with store.transaction() as session:
         return list(session.query(Segment).filter_by(job_id=job_id).order_by(Segment.index))
 
 
 @pytest.mark.parametrize("moment", ["before", "after"])
 def test_death_around_launch_never_launches_twice(
-    db: Database, settings: Settings, moment: str
+    store: Database, settings: Settings, moment: str
 ) -> None:
     dying = CountingBackend(settings.sessions_dir, die=moment)
-    job = _engine(db, settings, dying).submit(_admin(db), JobSpec.model_validate(job_spec()))
+    job = _engine(store, settings, dying).submit(_admin(store), JobSpec.model_validate(job_spec()))
     with pytest.raises(OrchestratorDied):
-        _engine(db, settings, dying).reconcile_job(job.id)
-    [segment] = _segments(db, job.id)
+        _engine(store, settings, dying).reconcile_job(job.id)
+    [segment] = _segments(store, job.id)
     assert segment.state == SegmentState.LAUNCHING  # the intent survived the death
 
     restarted = CountingBackend(settings.sessions_dir)
-    finished = _run_to_end(_engine(db, settings, restarted), job.id)
+    finished = _run_to_end(_engine(store, settings, restarted), job.id)
     assert finished.state == JobState.SUCCEEDED
     # Died after pushing: the restarted engine found the session and launched nothing.
     # Died before pushing: it launched exactly once.
     launched = dying.launches + restarted.launches
     assert launched == [segment.launch_id]
-    assert [s.state for s in _segments(db, job.id)] == [SegmentState.SUCCEEDED]
+    assert [s.state for s in _segments(store, job.id)] == [SegmentState.SUCCEEDED]
 
 
-def test_restart_while_a_session_runs_collects_it(db: Database, settings: Settings) -> None:
+def test_restart_while_a_session_runs_collects_it(store: Database, settings: Settings) -> None:
     spec = job_spec(config={"step_sleep": 0.05}, total_steps=60)
     first = CountingBackend(settings.sessions_dir)
-    engine = _engine(db, settings, first)
-    job = engine.submit(_admin(db), JobSpec.model_validate(spec))
+    engine = _engine(store, settings, first)
+    job = engine.submit(_admin(store), JobSpec.model_validate(spec))
     engine.reconcile_job(job.id)  # launches, then the orchestrator goes away
-    [segment] = _segments(db, job.id)
+    [segment] = _segments(store, job.id)
     assert segment.state == SegmentState.RUNNING
 
     second = CountingBackend(settings.sessions_dir)
-    finished = _run_to_end(_engine(db, settings, second), job.id)
+    finished = _run_to_end(_engine(store, settings, second), job.id)
     assert finished.state == JobState.SUCCEEDED
     assert (first.launches, second.launches) == ([segment.launch_id], [])

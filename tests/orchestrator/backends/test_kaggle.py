@@ -16,9 +16,14 @@ from fastapi.testclient import TestClient
 from orchestrator.backends.kaggle.backend import dataset_slug, kernel_slug
 from orchestrator.backends.kaggle.chaining import SECRET_LABEL
 from orchestrator.backends.kaggle.packaging import launch_id_of
-from orchestrator.reference import run_uninterrupted
-from orchestrator.spec import JobSpec
-from tests.factories import kaggle_spec, make_settings, running_api, wait_finished, wait_for
+from tests.factories import (
+    kaggle_spec,
+    make_settings,
+    reference_digest,
+    running_api,
+    wait_finished,
+    wait_for,
+)
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
 
@@ -52,11 +57,8 @@ def test_kaggle_job_chains_kernels_to_the_local_digest(
     assert dataset is not None
     assert len(dataset.versions) == len(segments) - 1
 
-    local = spec | {"backend": "local", "kaggle": None}
-    del local["kaggle"]
-    reference = run_uninterrupted(JobSpec.model_validate(local), tmp_path / "reference")
-    assert reference.manifest is not None
-    assert segments[-1]["checkpoint"]["model_digest"] == reference.manifest.model_digest
+    final = segments[-1]["checkpoint"]["model_digest"]
+    assert final == reference_digest(spec, tmp_path / "reference")
 
 
 @pytest.fixture
@@ -169,11 +171,8 @@ def test_self_chained_job_completes_while_the_orchestrator_is_stopped(tmp_path: 
     assert pushes == {f"{job_id}-{seg['index']:04d}": 1 for seg in segments}
     # The key reached the kernels only through the attached secret, never through their source.
     assert not any("alice-key" in session.script for session in sessions)
-    local = {**spec, "backend": "local"}
-    del local["kaggle"]
-    reference = run_uninterrupted(JobSpec.model_validate(local), tmp_path / "reference")
-    assert reference.manifest is not None
-    assert segments[-1]["checkpoint"]["model_digest"] == reference.manifest.model_digest
+    final = segments[-1]["checkpoint"]["model_digest"]
+    assert final == reference_digest(spec, tmp_path / "reference")
 
 
 def test_a_stale_checkpoint_version_is_rejected_never_resumed_from(
@@ -194,11 +193,8 @@ def test_a_stale_checkpoint_version_is_rejected_never_resumed_from(
     committed = [seg for seg in segments if seg["state"] == "succeeded"]
     for before, after in pairwise(committed):
         assert after["start_step"] == before["end_step"]
-    local = {**spec, "backend": "local"}
-    del local["kaggle"]
-    reference = run_uninterrupted(JobSpec.model_validate(local), tmp_path / "reference")
-    assert reference.manifest is not None
-    assert committed[-1]["checkpoint"]["model_digest"] == reference.manifest.model_digest
+    final = committed[-1]["checkpoint"]["model_digest"]
+    assert final == reference_digest(spec, tmp_path / "reference")
 
 
 def test_cancelling_a_job_cancels_its_running_kernel(
