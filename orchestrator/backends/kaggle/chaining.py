@@ -34,7 +34,7 @@ from worker.contract import (
 SECRET_LABEL = "BATON_KAGGLE_KEY"
 # Estimates learned here are padded like the orchestrator pads its own (planner.py).
 PADDING = 1.25
-_RETRY_SECONDS = 1.0
+_RETRY_SECONDS = 0.5
 
 log = logging.getLogger("worker.kaggle.chain")
 

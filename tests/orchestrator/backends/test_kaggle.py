@@ -133,9 +133,9 @@ def _chain_settled(emulator: Emulator, kernel: str) -> bool:
 def test_self_chained_job_completes_while_the_orchestrator_is_stopped(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "data")
     spec = kaggle_spec(
-        {"self_chain": True, "enable_internet": True, "chain_reserve_seconds": 3},
-        total_steps=250,
-        session={"limit_seconds": 12, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+        {"self_chain": True, "enable_internet": True, "chain_reserve_seconds": 6},
+        total_steps=400,
+        session={"limit_seconds": 15, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
     )
     # Port 7777 is where kagglesdk's TEST environment points: kernels call back unmodified.
     with start_emulator(
@@ -166,7 +166,7 @@ def test_self_chained_job_completes_while_the_orchestrator_is_stopped(tmp_path: 
     assert [seg["state"] for seg in segments] == ["succeeded"] * len(sessions)
     for before, after in pairwise(segments):
         assert after["start_step"] == before["end_step"]
-    assert segments[-1]["end_step"] == 250
+    assert segments[-1]["end_step"] == 400
     pushes = Counter(launch_id_of(session.script) for session in sessions)
     assert pushes == {f"{job_id}-{seg['index']:04d}": 1 for seg in segments}
     # The key reached the kernels only through the attached secret, never through their source.
