@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     kill_grace_seconds: float = Field(default=5.0, ge=0)
     # Python that runs local sessions; it needs the `train` extra (torch).
     worker_python: str | None = None
+    # Committed checkpoints of each job kept on disk (the newest ones); at least the latest.
+    keep_checkpoints: int = Field(default=2, ge=1, le=1000)
     # The longest a single Kaggle API call may take (the client itself never times out).
     kaggle_call_timeout_seconds: float = Field(default=60.0, gt=0)
     # Comma-separated Fernet keys that encrypt stored credentials: the first encrypts, all

@@ -9,6 +9,7 @@ committed before the launch, and the backend is asked what runs before anything 
 from __future__ import annotations
 
 import logging
+import shutil
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -104,6 +105,8 @@ class Engine:
     backends: BackendResolver
     checkpoints_dir: Path
     clock: Callable[[], datetime] = utcnow
+    # Committed checkpoints kept on disk per job; older ones keep their row, not their files.
+    keep_checkpoints: int = 2
 
     # --- user-facing actions -------------------------------------------------------------
 
@@ -411,6 +414,19 @@ class Engine:
             decision = decide_segment_end(job_view(fresh), end)
             if decision.to_state is not None:
                 apply_decision(session, fresh, decision)
+        if committed:
+            self._prune_checkpoints(job.id)
+
+    def _prune_checkpoints(self, job_id: str) -> None:
+        with self.db.transaction() as session:
+            older = session.scalars(
+                select(Checkpoint.location)
+                .where(Checkpoint.job_id == job_id)
+                .order_by(Checkpoint.step.desc(), Checkpoint.segment_index.desc())
+                .offset(self.keep_checkpoints)
+            ).all()
+        for location in older:
+            shutil.rmtree(location, ignore_errors=True)
 
 
 def _past(segment: Segment) -> PastSegment:

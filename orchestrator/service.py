@@ -66,6 +66,8 @@ def build_services(
     db = Database(settings.resolved_database_url)
     box = build_secret_box(settings)
     backends = build_backends(settings, db, box, kaggle_clients)
-    engine = Engine(db, backends, settings.checkpoints_dir)
+    engine = Engine(
+        db, backends, settings.checkpoints_dir, keep_checkpoints=settings.keep_checkpoints
+    )
     loop = ReconcileLoop(engine, settings.reconcile_interval_seconds) if embedded_loop else None
     return Services(settings=settings, db=db, engine=engine, loop=loop, secret_box=box)

@@ -99,6 +99,8 @@ class LocalBackend:
 
     def collect(self, handle: str, store: Path) -> Collected:
         root = self._root(handle)
+        # The input's hard links would keep a pruned checkpoint's blocks alive.
+        shutil.rmtree(root / INPUT_DIR, ignore_errors=True)
         ended = SessionExit.read(root)
         seconds = ended.ended_at - ended.started_at if ended else None
         if ended is None or ended.output_dropped:

@@ -31,7 +31,7 @@ def _segments(api: TestClient, job_id: str) -> list[dict[str, Any]]:
 
 
 def test_job_chains_across_sessions_to_the_uninterrupted_digest(
-    live_api: TestClient, tmp_path: Path
+    live_api: TestClient, settings: Settings, tmp_path: Path
 ) -> None:
     job_id = live_api.post("/api/v1/jobs", json=CHAINED).json()["id"]
     job = wait_finished(live_api, job_id)
@@ -59,6 +59,10 @@ def test_job_chains_across_sessions_to_the_uninterrupted_digest(
 
     final = segments[-1]["checkpoint"]["model_digest"]
     assert final == reference_digest(CHAINED, tmp_path)
+    # Only the newest two checkpoints keep their files; sessions keep no copies of them.
+    stored = sorted(p.name for p in (settings.checkpoints_dir / job_id).iterdir())
+    assert stored == [f"{seg['index']:05d}" for seg in segments[-2:]]
+    assert not list(settings.sessions_dir.glob("*/input"))
 
 
 def test_kill_during_save_resumes_from_the_previous_commit(

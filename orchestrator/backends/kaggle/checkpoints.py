@@ -103,6 +103,7 @@ class CheckpointDataset:
         if dataset is not None:
             found = self._find(dataset, name, _layouts(archive, checkpoint_dir))
             if found is not None:
+                self._clear_staging(keep=name)
                 return found
         marker = archive.with_name(archive.name + ".uploaded")
         if marker.exists() and time.time() - marker.stat().st_mtime < VISIBLE_WITHIN_SECONDS:
@@ -111,6 +112,15 @@ class CheckpointDataset:
         self._upload(archive, expect, result, exists=dataset is not None)
         marker.touch()
         raise TransientBackendError(f"published {name} to {self.ref}; waiting for processing")
+
+    def _clear_staging(self, keep: str) -> None:
+        """Published: the local archives of this and older checkpoints are no longer needed."""
+        for entry in self.staging.iterdir():
+            if not entry.name.startswith(keep):
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
 
     def _packed(self, checkpoint_dir: Path, name: str, expect: ExpectedCheckpoint) -> Path:
         """The archive to upload, made once, from a checkpoint verified once."""
