@@ -1,9 +1,10 @@
 """The engine: applies user actions and reconciles jobs against their backends.
 
-Both ways of running Baton call these functions: the embedded loop in `baton serve`, and (at
-scale) thin Celery tasks. Every reconcile re-reads the database, so running one twice, or late,
-is harmless. Backend calls happen outside database transactions; the intent to launch is
-committed before the launch, and the backend is asked what runs before anything is pushed again.
+Every way of running Baton calls these functions: today the embedded loop in `baton serve`; at
+scale, thin Celery tasks would call the same ones. Every reconcile re-reads the database, so
+running one twice, or late, is harmless. Backend calls happen outside database transactions; the
+intent to launch is committed before the launch, and the backend is asked what runs before
+anything is pushed again.
 """
 
 from __future__ import annotations
@@ -157,6 +158,8 @@ class Engine:
                 self.reconcile_job(job_id)
             except StaleState as exc:
                 log.info("job %s moved while reconciling (%s); next tick re-reads", job_id, exc)
+            except Exception:  # one job's broken backend must not stall every other job
+                log.exception("reconciling job %s failed; next tick retries", job_id)
 
     def reconcile_job(self, job_id: str) -> None:
         with self.db.transaction() as session:
