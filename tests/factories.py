@@ -14,6 +14,7 @@ from kagglesdk import KaggleClient, KaggleEnv
 
 from orchestrator.api.main import create_app
 from orchestrator.backends.kaggle.client import ClientFactory
+from orchestrator.backends.sessions import SessionState, cancel_session, session_state
 from orchestrator.config import Settings
 from orchestrator.reference import run_uninterrupted
 from orchestrator.service import build_services, prestart
@@ -70,6 +71,19 @@ def running_api(
             yield client
     finally:
         services.db.dispose()
+        stop_sessions(settings.sessions_dir)
+
+
+def stop_sessions(sessions_dir: Path, timeout: float = 15) -> None:
+    """Sessions outlive the orchestrator by design; a test's must not outlive the test."""
+    roots = list(sessions_dir.glob("*")) if sessions_dir.exists() else []
+    for root in roots:
+        cancel_session(root)
+    deadline = time.monotonic() + timeout
+    while any(session_state(root) is SessionState.RUNNING for root in roots):
+        if time.monotonic() > deadline:
+            raise AssertionError("a session outlived its cancellation")
+        time.sleep(0.05)
 
 
 def wait_for(

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from orchestrator.backends.supervisor import (
+    CONTROL_SIGNALS,
     LOG_FILE,
     PID_FILE,
     SESSION_FILE,
@@ -38,15 +39,22 @@ def start_session(root: Path, plan: SessionPlan) -> int:
     """Write the plan and start a detached supervisor for it; returns the supervisor's pid."""
     reap_finished()
     (root / SESSION_FILE).write_text(json.dumps(asdict(plan), indent=2))
-    with open(root / LOG_FILE, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.backends.supervisor", str(root)],
-            cwd=root,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    # The supervisor is born with its control signals blocked (a child inherits the mask) and
+    # unblocks them once its handlers are in place: a cancel sent while it starts up waits for
+    # the handler instead of killing it before it could kill the session.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CONTROL_SIGNALS)
+    try:
+        with open(root / LOG_FILE, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator.backends.supervisor", str(root)],
+                cwd=root,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     _children[proc.pid] = proc
     (root / PID_FILE).write_text(str(proc.pid))
     return proc.pid

@@ -11,6 +11,7 @@ Usage: python -m orchestrator.backends.supervisor SESSION_ROOT
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -30,6 +31,9 @@ PID_FILE = "supervisor.pid"
 LOG_FILE = "log.txt"
 WORKING_DIR = "working"
 _POLL_SECONDS = 0.2
+# SIGTERM cancels the session, SIGUSR1 asks it to stop gracefully.
+CONTROL_SIGNALS = frozenset({signal.SIGTERM, signal.SIGUSR1})
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,16 @@ _INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIR
 
 def _base_environment() -> dict[str, str]:
     return {key: os.environ[key] for key in _INHERITED_ENV if key in os.environ}
+
+
+def _die_with_parent() -> None:
+    """In the session's process: get SIGKILL if the supervisor dies, so no session runs on
+    without its time limit (Linux only; elsewhere the supervisor's own cleanup must do)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -126,6 +140,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     timed_out = killed = False
     if not _wait_until(proc, limit_at, requests):
@@ -158,8 +173,10 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
 
 
 def main(argv: list[str]) -> int:
-    # Handlers first: a cancel that arrives while the session starts must not be lost.
+    # Handlers first, then the signals the launcher blocked: a cancel sent during start-up is
+    # delivered now, to the handler.
     requests = _Requests()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, CONTROL_SIGNALS)
     supervise(Path(argv[1]).resolve(), requests)
     return 0
 
