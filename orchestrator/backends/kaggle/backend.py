@@ -21,7 +21,6 @@ from orchestrator.backends.base import (
     SessionStatus,
     TransientBackendError,
 )
-from orchestrator.backends.kaggle.chaining import push_options
 from orchestrator.backends.kaggle.checkpoints import CheckpointDataset
 from orchestrator.backends.kaggle.client import KaggleAccount
 from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush, KernelStatus
@@ -128,7 +127,7 @@ class KaggleBackend:
                 "self_chain": True,
                 "username": self.account.username,
                 "kernel_slug": self.kernel.slug,
-                "push": push_options(push),
+                "push": asdict(push),  # the successor pushes itself the same way
             }
         return options
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +118,3 @@ def chain(
         )
     except (TransientBackendError, LaunchRejected, KaggleNotFound) as exc:
         log.warning("self-chaining stopped: %s; the orchestrator chains", exc)
-
-
-def push_options(push: KernelPush) -> dict[str, Any]:
-    """A KernelPush as kernel options (JSON), for the successor to reuse."""
-    return asdict(push)
