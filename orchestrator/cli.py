@@ -167,6 +167,15 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _logs(args: argparse.Namespace) -> int:
+    client = _client(args)
+    response = client.http.get(f"/api/v1/jobs/{args.job}/segments/{args.segment}/log")
+    if response.status_code >= 400:
+        raise SystemExit(f"error {response.status_code}: {response.text}")
+    print(response.text, end="")
+    return 0
+
+
 def _action(args: argparse.Namespace) -> int:
     _print_job(_client(args).call("POST", f"/api/v1/jobs/{args.job}/{args.command}"))
     return 0
@@ -286,6 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
         "rotate-secret-keys",
         help="re-encrypt stored credentials under the first key of BATON_SECRET_KEYS",
     ).set_defaults(run=_rotate_secret_keys)
+    logs = commands.add_parser("logs", help="a segment's session log")
+    logs.add_argument("job")
+    logs.add_argument("segment", type=int)
+    logs.set_defaults(run=_logs)
     for action in ("cancel", "pause", "resume"):
         sub = commands.add_parser(action, help=f"{action} a job")
         sub.add_argument("job")

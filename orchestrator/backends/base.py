@@ -77,3 +77,7 @@ class Backend(Protocol):
     def quota(self) -> Quota | None:
         """Accelerator time left, or None where there is no quota."""
         ...
+
+    def log(self, handle: str) -> str | None:
+        """The session's log as far as this side can see it, or None."""
+        ...

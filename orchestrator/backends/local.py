@@ -137,6 +137,12 @@ class LocalBackend:
     def quota(self) -> Quota | None:
         return None
 
+    def log(self, handle: str) -> str | None:
+        try:
+            return (self._root(handle) / LOG_FILE).read_text(errors="replace")
+        except OSError:
+            return None
+
 
 def _log_tail(root: Path, limit: int = 600) -> str:
     try:

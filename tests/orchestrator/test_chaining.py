@@ -59,6 +59,11 @@ def test_job_chains_across_sessions_to_the_uninterrupted_digest(
 
     final = segments[-1]["checkpoint"]["model_digest"]
     assert final == reference_digest(CHAINED, tmp_path)
+    log = live_api.get(f"/api/v1/jobs/{job_id}/segments/0/log?tail=2000")
+    assert log.headers["content-type"].startswith("text/plain")
+    assert "stopping at step" in log.text
+    assert len(log.text) <= 2000
+    assert live_api.get(f"/api/v1/jobs/{job_id}/segments/99/log").status_code == 404
     # Only the newest two checkpoints keep their files; sessions keep no copies of them.
     stored = sorted(p.name for p in (settings.checkpoints_dir / job_id).iterdir())
     assert stored == [f"{seg['index']:05d}" for seg in segments[-2:]]

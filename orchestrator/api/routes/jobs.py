@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, HTTPException, Path, Query, status
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -18,6 +19,7 @@ from orchestrator.api.schemas import (
     SegmentOut,
     SegmentTimings,
 )
+from orchestrator.backends.base import LaunchRejected, TransientBackendError
 from orchestrator.lifecycle import JobState, UserAction
 from orchestrator.models import Checkpoint, Event, Job, KaggleCredential, Segment, User
 from orchestrator.spec import JobSpec
@@ -149,6 +151,35 @@ def _segment_out(segment: Segment, checkpoint: Checkpoint | None) -> SegmentOut:
             "ended_at": segment.ended_at,
         }
     )
+
+
+@router.get(
+    "/{job_id}/segments/{index}/log",
+    response_class=PlainTextResponse,
+    responses=_NOT_FOUND | {200: {"content": {"text/plain": {}}}},
+)
+def segment_log(
+    job_id: str,
+    index: Annotated[int, Path(ge=0, le=10**6)],
+    user: CurrentUser,
+    services: ServicesDep,
+    tail: Annotated[int, Query(ge=1, le=1_000_000, description="last characters")] = 20_000,
+) -> PlainTextResponse:
+    """The segment's session log (local sessions: live; Kaggle: once collected)."""
+    with services.db.transaction() as session:
+        job = _own_job(session, user, job_id)
+        segment = session.scalars(
+            select(Segment).where(Segment.job_id == job_id, Segment.index == index)
+        ).first()
+    if segment is None or segment.handle is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no session")
+    try:
+        text = services.engine.backends.for_job(job).log(segment.handle)
+    except (LaunchRejected, TransientBackendError) as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"log unavailable: {exc}") from exc
+    if text is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no log here yet")
+    return PlainTextResponse(text[-tail:])
 
 
 @router.get("/{job_id}/events", response_model=list[EventOut], responses=_NOT_FOUND)

@@ -236,6 +236,16 @@ class KaggleBackend:
     def request_stop(self, handle: str) -> None:
         """Kaggle has no way into a running kernel: a pause takes effect when the segment ends."""
 
+    def log(self, handle: str) -> str | None:
+        """The log Kaggle kept with the output, once collected (a running kernel's is not
+        readable through the API)."""
+        index = KaggleHandle.decode(handle).segment_index
+        path = self.workdir / "output" / f"{index:05d}" / f"{self.kernel.slug}.log"
+        try:
+            return path.read_text(errors="replace")
+        except OSError:
+            return None
+
     def quota(self) -> Quota | None:
         if self.options.accelerator is Accelerator.NONE:
             return None

@@ -67,6 +67,8 @@ def test_kaggle_job_chains_kernels_to_the_local_digest(
     final = segments[-1]["checkpoint"]["model_digest"]
     assert final == reference_digest(spec, tmp_path / "reference")
 
+    log = kaggle_api.get(f"/api/v1/jobs/{job_id}/segments/0/log")
+    assert "committed checkpoint" in log.text
     # The Kaggle key went nowhere but into the client's auth header.
     key = "alice-key"
     assert all(key not in session.script for session in emulator.sessions(kernel))
