@@ -187,8 +187,10 @@ class Engine:
                 apply_decision(session, job, decision)
 
     def _launch_next(self, job: Job) -> None:
-        spec = JobSpec.model_validate(job.spec)
-        if spec.kaggle is not None and spec.kaggle.uses_gpu:
+        # The stored spec was validated on submit; a job waiting for a GPU slot is checked on
+        # every tick, so this look needs no full validation (which reads the trainer's source).
+        kaggle = job.spec.get("kaggle")
+        if kaggle is not None and KaggleSpec.model_validate(kaggle).uses_gpu:
             with self.db.transaction() as session:
                 if self._busy_gpu_sessions(session, job.user_id) >= GPU_SESSIONS_PER_ACCOUNT:
                     return  # Kaggle runs at most 2 batch GPU sessions per account
@@ -216,6 +218,7 @@ class Engine:
                 if decision is not None:
                     apply_decision(session, job, decision)
                 return
+            spec = JobSpec.model_validate(job.spec)
             segment = self._record_launch_intent(session, job, spec, quota, history)
         self._drive_segment(job, segment)
 
