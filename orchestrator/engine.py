@@ -24,11 +24,11 @@ from sqlalchemy.orm import Session
 from orchestrator.backends.base import (
     Backend,
     Collected,
-    LaunchRejected,
     LaunchRequest,
     Quota,
+    Rejected,
     SessionStatus,
-    TransientBackendError,
+    Transient,
 )
 from orchestrator.backends.registry import BackendResolver
 from orchestrator.db import Database
@@ -196,10 +196,10 @@ class Engine:
                     return  # Kaggle runs at most 2 batch GPU sessions per account
         try:
             quota = self._backend(job).quota()
-        except TransientBackendError as exc:
+        except Transient as exc:
             log.warning("quota of job %s unknown for now: %s", job.id, exc)
             return
-        except LaunchRejected as exc:
+        except Rejected as exc:
             with self.db.transaction() as session:
                 set_job_state(
                     session,
@@ -300,7 +300,7 @@ class Engine:
             handle = backend.find(segment.launch_id)
             if handle is None:
                 handle = backend.launch(self._launch_request(segment))
-        except TransientBackendError as exc:
+        except Transient as exc:
             log.warning("launch of %s deferred: %s", segment.launch_id, exc)
             return
         except Exception as exc:  # a refused launch is a failed segment, never a crash loop
@@ -371,7 +371,7 @@ class Engine:
             if status in (SessionStatus.QUEUED, SessionStatus.RUNNING):
                 return
             collected = backend.collect(segment.handle, self.checkpoint_path(job.id, segment.index))
-        except TransientBackendError as exc:
+        except Transient as exc:
             log.warning("status of %s unknown for now: %s", segment.launch_id, exc)
             return
         self._finish(job, segment, collected)

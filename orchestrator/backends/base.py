@@ -1,4 +1,11 @@
-"""The interface every backend implements: launch, find, status, collect, cancel, stop, quota."""
+"""The interface every backend implements, and the only errors a backend may raise.
+
+The error contract: every `Backend` method raises only `Transient` (try again later, after
+`retry_after` seconds if the service said so), `Rejected` (final for this launch or session) or
+`Gone` (the session, kernel or dataset no longer exists). A backend wraps whatever its client
+library raises at its own boundary, with the message. Anything else escaping a backend is a bug in
+Baton: the engine fails the job once with `internal error (…)` instead of looping on it.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +19,24 @@ from worker.contract import SegmentResult, SegmentSpec
 from worker.manifest import Manifest
 
 
-class TransientBackendError(Exception):
-    """Worth retrying on the next reconcile tick (network, rate limit, 5xx)."""
+class BackendError(Exception):
+    """Base of the three kinds below; never raised itself."""
 
 
-class LaunchRejected(Exception):
-    """The backend refused the launch for good; counts as a failed segment."""
+class Transient(BackendError):
+    """Worth retrying later (network, rate limit, 5xx, busy); `retry_after` in seconds if known."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Rejected(BackendError):
+    """Final for this launch or session: the backend refused, with the reason."""
+
+
+class Gone(BackendError):
+    """The session, kernel or dataset no longer exists."""
 
 
 class SessionStatus(enum.StrEnum):
@@ -25,6 +44,18 @@ class SessionStatus(enum.StrEnum):
     RUNNING = "running"
     FINISHED = "finished"  # ended; collect to learn how
     LOST = "lost"  # the backend no longer knows it, or it died without a trace
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A pool of concurrent sessions a launch needs a place in: `limit` at once per `key`.
+
+    Jobs whose backends share a key compete for the same places (one host's local slots, one
+    Kaggle account's GPU sessions). Admission counts the active segments holding the key.
+    """
+
+    key: str
+    limit: int
 
 
 @dataclass(frozen=True)
@@ -53,13 +84,24 @@ class Quota:
 
 class Backend(Protocol):
     name: str
+    # Seconds between two looks at a running session: fast locally, 30 s or more on Kaggle.
+    poll_seconds: float
+
+    @property
+    def slot(self) -> Slot:
+        """The pool this backend's sessions take a place in (capacity is admission)."""
+        ...
 
     def launch(self, request: LaunchRequest) -> str:
         """Start the session; returns its handle. Never called twice for one launch_id."""
         ...
 
     def find(self, launch_id: str) -> str | None:
-        """The handle of a session already launched under this id, if any (crash recovery)."""
+        """The handle of a session already launched under this id, if any (crash recovery).
+
+        Whatever `find` looks for must exist before the session can start: a launch that
+        `find` cannot see has not started and never will.
+        """
         ...
 
     def status(self, handle: str) -> SessionStatus: ...
@@ -68,7 +110,10 @@ class Backend(Protocol):
         """Fetch result.json and move a committed, verified checkpoint into `store`. Idempotent."""
         ...
 
-    def cancel(self, handle: str) -> None: ...
+    def cancel(self, handle: str) -> bool:
+        """Stop the session. True if it is known to be ending; False if the backend cannot stop
+        it (it may run on until its own limit), which the engine tells the user."""
+        ...
 
     def request_stop(self, handle: str) -> None:
         """Ask the session to commit a checkpoint and end early, where the backend can."""

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 from pathlib import Path
 
 from orchestrator.backends.base import (
     Collected,
-    LaunchRejected,
     LaunchRequest,
     Quota,
+    Rejected,
     SessionStatus,
+    Slot,
 )
 from orchestrator.backends.sessions import (
     SessionState,
@@ -32,6 +34,13 @@ from worker.contract import (
 from worker.manifest import CorruptCheckpoint, verify_checkpoint
 
 INPUT_DIR = "input"
+
+
+def default_local_slots() -> int:
+    """One session per core: each trains with its own threads, and more only thrash."""
+    return max(1, os.cpu_count() or 1)
+
+
 _STATUS = {
     SessionState.RUNNING: SessionStatus.RUNNING,
     SessionState.FINISHED: SessionStatus.FINISHED,
@@ -54,13 +63,20 @@ def link_or_copy_tree(source: Path, target: Path) -> None:
 
 class LocalBackend:
     name = "local"
+    poll_seconds = 1.0
 
     def __init__(
-        self, sessions_dir: Path, *, python: str | None = None, grace_seconds: float = 5.0
+        self,
+        sessions_dir: Path,
+        *,
+        python: str | None = None,
+        grace_seconds: float = 5.0,
+        slots: int | None = None,
     ):
         self.sessions_dir = sessions_dir
         self.python = python or sys.executable
         self.grace_seconds = grace_seconds
+        self.slot = Slot(f"local:{socket.gethostname()}", slots or default_local_slots())
 
     def _root(self, handle: str) -> Path:
         return self.sessions_dir / handle
@@ -75,7 +91,7 @@ class LocalBackend:
         spec = request.spec
         if request.resume_from is not None:
             if not request.resume_from.is_dir():
-                raise LaunchRejected(f"resume checkpoint {request.resume_from} is missing")
+                raise Rejected(f"resume checkpoint {request.resume_from} is missing")
             link_or_copy_tree(request.resume_from, root / INPUT_DIR / CHECKPOINT_DIR)
         (root / SEGMENT_FILE).write_text(spec.to_json())
         python_path = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))
@@ -128,8 +144,9 @@ class LocalBackend:
             return Collected(result, None, None, seconds, f"checkpoint rejected: {exc}")
         return Collected(result, manifest, store, seconds, None)
 
-    def cancel(self, handle: str) -> None:
+    def cancel(self, handle: str) -> bool:
         cancel_session(self._root(handle))
+        return True
 
     def request_stop(self, handle: str) -> None:
         stop_session(self._root(handle))

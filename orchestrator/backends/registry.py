@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from orchestrator.backends.base import Backend, LaunchRejected
+from orchestrator.backends.base import Backend, Rejected
 from orchestrator.backends.kaggle.backend import KaggleBackend
 from orchestrator.backends.kaggle.client import (
     DEFAULT_TIMEOUT_SECONDS,
@@ -58,7 +58,7 @@ class Backends:
         with self.db.transaction() as session:
             credentials = load_kaggle_credentials(session, self.box, job.user_id)
         if credentials is None:
-            raise LaunchRejected("no Kaggle credentials are stored for the job's owner")
+            raise Rejected("no Kaggle credentials are stored for the job's owner")
         account = KaggleAccount(
             credentials.username, credentials.key, self.kaggle_clients, self.kaggle_timeout
         )

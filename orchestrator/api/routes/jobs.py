@@ -19,7 +19,7 @@ from orchestrator.api.schemas import (
     SegmentOut,
     SegmentTimings,
 )
-from orchestrator.backends.base import LaunchRejected, TransientBackendError
+from orchestrator.backends.base import Rejected, Transient
 from orchestrator.lifecycle import JobState, UserAction
 from orchestrator.models import Checkpoint, Event, Job, KaggleCredential, Segment, User
 from orchestrator.spec import JobSpec
@@ -175,7 +175,7 @@ def segment_log(
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no session")
     try:
         text = services.engine.backends.for_job(job).log(segment.handle)
-    except (LaunchRejected, TransientBackendError) as exc:
+    except (Rejected, Transient) as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"log unavailable: {exc}") from exc
     if text is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no log here yet")

@@ -19,7 +19,8 @@ from orchestrator.backends.base import (
     LaunchRequest,
     Quota,
     SessionStatus,
-    TransientBackendError,
+    Slot,
+    Transient,
 )
 from orchestrator.backends.kaggle.checkpoints import CheckpointDataset
 from orchestrator.backends.kaggle.client import KaggleAccount
@@ -65,8 +66,15 @@ class KaggleHandle:
         return cls(**json.loads(handle))
 
 
+# Kaggle runs at most this many batch sessions at once per account.
+GPU_SESSIONS_PER_ACCOUNT = 2
+CPU_SESSIONS_PER_ACCOUNT = 5
+POLL_SECONDS = 30.0
+
+
 class KaggleBackend:
     name = "kaggle"
+    poll_seconds = POLL_SECONDS
 
     def __init__(
         self,
@@ -100,7 +108,7 @@ class KaggleBackend:
         kernel_options = self._kernel_options(push)
         if spec.expect is not None:
             if request.resume_from is None:
-                raise TransientBackendError("the checkpoint to resume from is not collected yet")
+                raise Transient("the checkpoint to resume from is not collected yet")
             published = self.dataset.ensure_published(spec.expect, request.resume_from)
             push = replace(
                 push,
@@ -224,14 +232,22 @@ class KaggleBackend:
             attempts_file.write_text(str(attempts))
             shutil.rmtree(source, ignore_errors=True)
             (source.parent / RESULT_FILE).unlink(missing_ok=True)
-            raise TransientBackendError("downloaded checkpoint failed verification") from None
+            raise Transient("downloaded checkpoint failed verification") from None
         store.parent.mkdir(parents=True, exist_ok=True)
         os.replace(source, store)
 
     # --- steering -------------------------------------------------------------------------
 
-    def cancel(self, handle: str) -> None:
-        self.kernel.cancel(KaggleHandle.decode(handle).session_id)
+    @property
+    def slot(self) -> Slot:
+        if self.options.uses_gpu:
+            return Slot(f"kaggle:{self.account.username}:gpu", GPU_SESSIONS_PER_ACCOUNT)
+        return Slot(f"kaggle:{self.account.username}:cpu", CPU_SESSIONS_PER_ACCOUNT)
+
+    def cancel(self, handle: str) -> bool:
+        session_id = KaggleHandle.decode(handle).session_id
+        self.kernel.cancel(session_id)
+        return session_id is not None
 
     def request_stop(self, handle: str) -> None:
         """Kaggle has no way into a running kernel: a pause takes effect when the segment ends."""

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.base import LaunchRejected, TransientBackendError
+from orchestrator.backends.base import Rejected, Transient
 from orchestrator.backends.kaggle.checkpoints import CheckpointDataset, PublishedCheckpoint
 from orchestrator.backends.kaggle.client import KaggleAccount, KaggleNotFound, production_client
 from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush
@@ -79,7 +79,7 @@ def _publish(
     while time.time() < give_up_at:
         try:
             return dataset.ensure_published(expect, working / CHECKPOINT_DIR, working / RESULT_FILE)
-        except TransientBackendError as exc:
+        except Transient as exc:
             log.info("publishing: %s", exc)
             time.sleep(_RETRY_SECONDS)
     log.warning("the checkpoint was not ready to mount in time; the orchestrator chains")
@@ -116,5 +116,5 @@ def chain(
         log.info(
             "pushed segment %d (%.1f s after commit)", spec.segment_index, time.time() - started
         )
-    except (TransientBackendError, LaunchRejected, KaggleNotFound) as exc:
+    except (Transient, Rejected, KaggleNotFound) as exc:
         log.warning("self-chaining stopped: %s; the orchestrator chains", exc)

@@ -25,7 +25,7 @@ from kagglesdk.datasets.types.dataset_api_service import (
     ApiListDatasetFilesResponse,
 )
 
-from orchestrator.backends.base import LaunchRejected, TransientBackendError
+from orchestrator.backends.base import Rejected, Transient
 from orchestrator.backends.kaggle.client import KaggleAccount, KaggleNotFound
 from worker.contract import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE, ExpectedCheckpoint
 from worker.manifest import CorruptCheckpoint, sha256_file, verify_checkpoint
@@ -93,7 +93,7 @@ class CheckpointDataset:
     ) -> PublishedCheckpoint:
         """The ready version holding this checkpoint, publishing it first if needed.
 
-        Raises TransientBackendError while a version is processing or Kaggle is briefly unable;
+        Raises Transient while a version is processing or Kaggle is briefly unable;
         the engine simply asks again on a later tick. `result` (a self-chaining segment's
         result.json) travels in the same version, so the orchestrator can collect from it.
         """
@@ -108,10 +108,10 @@ class CheckpointDataset:
         marker = archive.with_name(archive.name + ".uploaded")
         if marker.exists() and time.time() - marker.stat().st_mtime < VISIBLE_WITHIN_SECONDS:
             # A new version stays invisible for a while: wait for it instead of uploading twice.
-            raise TransientBackendError(f"{name} was uploaded to {self.ref}; not visible yet")
+            raise Transient(f"{name} was uploaded to {self.ref}; not visible yet")
         self._upload(archive, expect, result, exists=dataset is not None)
         marker.touch()
-        raise TransientBackendError(f"published {name} to {self.ref}; waiting for processing")
+        raise Transient(f"published {name} to {self.ref}; waiting for processing")
 
     def _clear_staging(self, keep: str) -> None:
         """Published: the local archives of this and older checkpoints are no longer needed."""
@@ -129,7 +129,7 @@ class CheckpointDataset:
             try:
                 verify_checkpoint(checkpoint_dir, expect)
             except CorruptCheckpoint as exc:
-                raise LaunchRejected(f"the checkpoint to publish is unusable: {exc}") from exc
+                raise Rejected(f"the checkpoint to publish is unusable: {exc}") from exc
             self.staging.mkdir(parents=True, exist_ok=True)
             pack_checkpoint(checkpoint_dir, archive)
         return archive
@@ -153,7 +153,7 @@ class CheckpointDataset:
             if not any(layout.items() <= files.items() for layout in layouts):
                 continue
             if (version.status or "").upper() in _NOT_READY:
-                raise TransientBackendError(f"{self.ref} v{version.version_number} is processing")
+                raise Transient(f"{self.ref} v{version.version_number} is processing")
             return PublishedCheckpoint(version.version_number, name)
         return None
 
@@ -204,7 +204,7 @@ class CheckpointDataset:
         error = getattr(response, "error", None)
         if error:
             # "already exists" during a brand-new dataset's 404 window, or a version in flight.
-            raise TransientBackendError(f"publishing to {self.ref}: {error}")
+            raise Transient(f"publishing to {self.ref}: {error}")
 
     def find_segment(self, segment_index: int) -> int | None:
         """The ready version a self-chaining segment published its checkpoint and result in."""
@@ -217,7 +217,7 @@ class CheckpointDataset:
             files = self._files(version.version_number)
             if result in files and any(name.startswith(prefix) for name in files):
                 if (version.status or "").upper() in _NOT_READY:
-                    raise TransientBackendError(f"{self.ref} v{version.version_number} processing")
+                    raise Transient(f"{self.ref} v{version.version_number} processing")
                 return int(version.version_number)
         return None
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import requests
 from kagglesdk import KaggleClient
 
-from orchestrator.backends.base import LaunchRejected, TransientBackendError
+from orchestrator.backends.base import Rejected, Transient
 
 if TYPE_CHECKING:
     from kaggle.api.kaggle_api_extended import KaggleApi
@@ -55,7 +55,7 @@ class KaggleNotFound(Exception):
     """The kernel, dataset or version does not exist (or is not visible yet)."""
 
 
-class KaggleAuthError(LaunchRejected):
+class KaggleAuthError(Rejected):
     """Kaggle refused the account's credentials."""
 
 
@@ -73,14 +73,14 @@ def classify(exc: BaseException, what: str, *, busy_403: bool = False) -> Except
     if status == 404:
         return KaggleNotFound(f"{what}: not found")
     if status == 403 and busy_403:
-        return TransientBackendError(f"{what}: the previous version is still processing")
+        return Transient(f"{what}: the previous version is still processing")
     if status in (401, 403):
         return KaggleAuthError(f"{what}: Kaggle refused access ({status})")
     if status in _RETRYABLE_STATUS or isinstance(
         exc, requests.ConnectionError | requests.Timeout | TimeoutError
     ):
-        return TransientBackendError(f"{what}: {type(exc).__name__} {status or ''}".strip())
-    return LaunchRejected(f"{what}: {exc}")
+        return Transient(f"{what}: {type(exc).__name__} {status or ''}".strip())
+    return Rejected(f"{what}: {exc}")
 
 
 class KaggleAccount:
@@ -105,7 +105,7 @@ class KaggleAccount:
         return self._factory(self.username, self._key, **kwargs)
 
     def call(self, what: str, fn: Callable[[KaggleClient], T], timeout: float | None = None) -> T:
-        """Run `fn(client)` with a time bound; raise TransientBackendError, KaggleNotFound, ..."""
+        """Run `fn(client)` with a time bound; raise Transient, KaggleNotFound, ..."""
         return self._bounded(what, lambda: fn(self.client()), timeout)
 
     def transfer(self, what: str, fn: Callable[[KaggleApi], T], *, busy_403: bool = False) -> T:
@@ -119,7 +119,7 @@ class KaggleAccount:
         try:
             return future.result(timeout=timeout or self.timeout_seconds)
         except concurrent.futures.TimeoutError as exc:
-            raise TransientBackendError(f"{what}: no answer in time") from exc
+            raise Transient(f"{what}: no answer in time") from exc
         except (requests.RequestException, TimeoutError, OSError) as exc:
             raise classify(exc, what, busy_403=busy_403) from exc
 

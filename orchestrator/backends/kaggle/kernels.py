@@ -19,7 +19,7 @@ from kagglesdk.kernels.types.kernels_api_service import (
     ApiSaveKernelRequest,
 )
 
-from orchestrator.backends.base import LaunchRejected, TransientBackendError
+from orchestrator.backends.base import Rejected, Transient
 from orchestrator.backends.kaggle.client import KaggleAccount, KaggleNotFound
 from orchestrator.backends.kaggle.packaging import launch_id_of
 
@@ -99,8 +99,8 @@ class JobKernel:
         )
         if response.error:
             if _BUSY.search(response.error):
-                raise TransientBackendError(f"Kaggle deferred the push: {response.error}")
-            raise LaunchRejected(f"Kaggle refused the push: {response.error}")
+                raise Transient(f"Kaggle deferred the push: {response.error}")
+            raise Rejected(f"Kaggle refused the push: {response.error}")
         match = _SESSION_ID.search(response.url or "")
         pushed = PushedVersion(response.version_number, int(match[1]) if match else None)
         invalid = [
@@ -111,7 +111,7 @@ class JobKernel:
         if invalid:
             # The session already runs without them: stop it rather than train on nothing.
             self.cancel(pushed.session_id)
-            raise LaunchRejected(f"Kaggle could not mount {', '.join(invalid)}")
+            raise Rejected(f"Kaggle could not mount {', '.join(invalid)}")
         return pushed
 
     def current_launch(self) -> tuple[str, int | None] | None:
