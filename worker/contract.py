@@ -15,6 +15,8 @@ from typing import Any
 
 SEGMENT_FILE = "segment.json"
 RESULT_FILE = "result.json"
+# Live progress the worker rewrites atomically while it trains: step, loss, step_seconds, at.
+HEARTBEAT_FILE = "heartbeat.json"
 CHECKPOINT_DIR = "checkpoint"
 MANIFEST_FILE = "manifest.json"
 

@@ -13,7 +13,7 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from worker.contract import SegmentResult, SegmentSpec
 from worker.manifest import Manifest
@@ -125,4 +125,9 @@ class Backend(Protocol):
 
     def log(self, handle: str) -> str | None:
         """The session's log as far as this side can see it, or None."""
+        ...
+
+    def progress(self, handle: str) -> dict[str, Any] | None:
+        """The running session's latest heartbeat (worker.contract.HEARTBEAT_FILE), or None
+        where nothing reaches into a running session (Kaggle)."""
         ...

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 from orchestrator.backends.base import (
     Collected,
@@ -26,6 +28,7 @@ from orchestrator.backends.sessions import (
 from orchestrator.backends.supervisor import LOG_FILE, WORKING_DIR, SessionExit, SessionPlan
 from worker.contract import (
     CHECKPOINT_DIR,
+    HEARTBEAT_FILE,
     RESULT_FILE,
     SEGMENT_FILE,
     ExpectedCheckpoint,
@@ -154,11 +157,22 @@ class LocalBackend:
     def quota(self) -> Quota | None:
         return None
 
+    def progress(self, handle: str) -> dict[str, Any] | None:
+        return _read_heartbeat(self._root(handle) / WORKING_DIR / HEARTBEAT_FILE)
+
     def log(self, handle: str) -> str | None:
         try:
             return (self._root(handle) / LOG_FILE).read_text(errors="replace")
         except OSError:
             return None
+
+
+def _read_heartbeat(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _log_tail(root: Path, limit: int = 600) -> str:

@@ -252,6 +252,10 @@ class KaggleBackend:
     def request_stop(self, handle: str) -> None:
         """Kaggle has no way into a running kernel: a pause takes effect when the segment ends."""
 
+    def progress(self, handle: str) -> dict[str, Any] | None:
+        """Nothing reaches into a running kernel."""
+        return None
+
     def log(self, handle: str) -> str | None:
         """The log Kaggle kept with the output, once collected (a running kernel's is not
         readable through the API)."""
