@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from worker.checkpoint import commit_checkpoint, read_checkpoint, state_nbytes
-from worker.contract import RESULT_FILE, SEGMENT_FILE, Outcome, SegmentResult, SegmentSpec
+from worker.contract import (
+    HEARTBEAT_FILE,
+    RESULT_FILE,
+    SEGMENT_FILE,
+    Outcome,
+    SegmentResult,
+    SegmentSpec,
+    write_json_atomic,
+)
 from worker.deadline import SessionBudget
 from worker.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
 from worker.proctime import process_start_time
@@ -33,6 +41,8 @@ EXIT_FAILED = 1
 EXIT_REJECTED = 2
 
 DEFAULT_LOG_EVERY = 10
+# The heartbeat (live progress for the orchestrator) is rewritten at most this often.
+HEARTBEAT_SECONDS = 1.0
 ERROR_CHARS = 4000
 
 log = logging.getLogger("worker")
@@ -80,6 +90,7 @@ class _Progress:
 
     step: int
     train_seconds: float = 0.0
+    last_beat: float | None = None  # clock reading of the last heartbeat
 
 
 class SegmentRunner:
@@ -203,10 +214,27 @@ class SegmentRunner:
             metrics.update({key: float(value) for key, value in step_metrics.items()})
             if self.progress.step % log_every == 0:
                 self._record(metrics)
+            # started + elapsed is the step's end, without another reading of the clock.
+            self._beat(started + elapsed, step_metrics.get("loss"))
         if metrics and self.result.metrics[-1:] != [metrics]:
             self._record(metrics)  # the segment's last step, whatever log_every says
         log.info("stopping at step %d: %s", self.progress.step, reason)
         return reason
+
+    def _beat(self, now: float, loss: float | None) -> None:
+        """Rewrite working/heartbeat.json after the first step, then at most every second."""
+        last = self.progress.last_beat
+        if last is not None and now - last < HEARTBEAT_SECONDS:
+            return
+        self.progress.last_beat = now
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        beat = {
+            "step": self.progress.step,
+            "loss": float(loss) if loss is not None else None,
+            "step_seconds": self.budget.step_ema,
+            "at": now,
+        }
+        write_json_atomic(self.output_dir / HEARTBEAT_FILE, beat)
 
     def _record(self, metrics: dict[str, float]) -> None:
         self.result.metrics.append(metrics)

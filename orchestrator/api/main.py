@@ -13,6 +13,7 @@ from orchestrator.api.deps import Services
 from orchestrator.api.routes import credentials, health, jobs
 from orchestrator.engine import JobNotFound
 from orchestrator.lifecycle import ActionConflict
+from orchestrator.queries import JobNotVisible
 from orchestrator.transitions import IllegalTransition, StaleState
 
 
@@ -46,6 +47,7 @@ def create_app(services: Services) -> FastAPI:
         return JSONResponse({"detail": str(exc)}, status_code=status.HTTP_409_CONFLICT)
 
     @app.exception_handler(JobNotFound)
+    @app.exception_handler(JobNotVisible)
     async def not_found(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": f"job {exc} not found"}, status.HTTP_404_NOT_FOUND)
 

@@ -22,6 +22,18 @@ class _FromRow(BaseModel):
         return value
 
 
+class LiveProgress(_FromRow):
+    """The running segment's latest step: its heartbeat, or an estimate where none reaches us
+    (Kaggle: elapsed time over the step time earlier segments measured)."""
+
+    segment_index: int
+    step: int
+    loss: float | None
+    step_seconds: float | None
+    at: datetime | None  # when the heartbeat was written (or the estimate made)
+    estimated: bool
+
+
 class JobOut(_FromRow):
     id: str
     name: str
@@ -38,6 +50,8 @@ class JobOut(_FromRow):
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    # Set by the read layer (orchestrator/queries.py) while a segment runs.
+    progress: LiveProgress | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -83,6 +97,15 @@ class EventOut(_FromRow):
     from_state: str | None
     to_state: str | None
     message: str | None
+    created_at: datetime
+
+
+class CheckpointOut(_FromRow):
+    segment_index: int
+    step: int
+    model_digest: str
+    bytes: int
+    manifest: dict[str, Any]
     created_at: datetime
 
 

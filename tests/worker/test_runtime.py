@@ -12,7 +12,14 @@ from tests.support.segments import (
     output_checkpoint,
     read_result,
 )
-from worker.contract import RESULT_FILE, SEGMENT_FILE, ExpectedCheckpoint, Outcome, SegmentResult
+from worker.contract import (
+    HEARTBEAT_FILE,
+    RESULT_FILE,
+    SEGMENT_FILE,
+    ExpectedCheckpoint,
+    Outcome,
+    SegmentResult,
+)
 from worker.manifest import CorruptCheckpoint, verify_checkpoint
 from worker.runtime import (
     EXIT_COMMITTED,
@@ -178,3 +185,14 @@ def test_main_exit_codes(tmp_path):
 
 def read_outcome(root):
     return json.loads((root / "working" / RESULT_FILE).read_text())["outcome"]
+
+
+def test_heartbeat_reports_the_latest_step_loss_and_step_time(tmp_path):
+    spec = make_spec(total_steps=6, config={"log_every": 100})
+    result = run(tmp_path, spec)
+    beat = json.loads((tmp_path / spec.output_dir / HEARTBEAT_FILE).read_text())
+    # The fake clock's readings are 1 s apart, so every step is at least a second after the last.
+    assert beat["step"] == 6
+    assert beat["loss"] == result.metrics[-1]["loss"]
+    assert beat["step_seconds"] == pytest.approx(result.step_time_ema)
+    assert isinstance(beat["at"], float)

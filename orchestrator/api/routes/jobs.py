@@ -7,21 +7,20 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Query, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
+from orchestrator import queries
 from orchestrator.api.deps import CurrentUser, ServicesDep
 from orchestrator.api.schemas import (
+    CheckpointOut,
     EventOut,
     JobList,
     JobOut,
     MetricPoint,
     SegmentOut,
-    SegmentTimings,
 )
 from orchestrator.backends.base import Rejected, Transient
 from orchestrator.lifecycle import JobState, UserAction
-from orchestrator.models import Checkpoint, Event, Job, KaggleCredential, Segment, User
+from orchestrator.models import KaggleCredential, User
 from orchestrator.spec import JobSpec
 
 router = APIRouter(
@@ -35,13 +34,6 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _own_job(session: Session, user: User, job_id: str) -> Job:
-    job = session.get(Job, job_id)
-    if job is None or job.user_id != user.id:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id} not found")
-    return job
-
-
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
@@ -49,7 +41,7 @@ def _own_job(session: Session, user: User, job_id: str) -> Job:
     # FastAPI answers a body that is not UTF-8 with 400 before validation runs.
     responses={400: {"description": "The body could not be read as JSON"}},
 )
-def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> Job:
+def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOut:
     if spec.backend == "kaggle":
         with services.db.transaction() as session:
             configured = session.get(KaggleCredential, user.id) is not None
@@ -67,7 +59,8 @@ def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> Job:
     job = services.engine.submit(user.id, spec)
     if services.loop is not None:
         services.loop.wake()
-    return job
+    with services.db.transaction() as session:
+        return queries.get_job(session, user.id, job.id)
 
 
 @router.get("", response_model=JobList)
@@ -78,44 +71,40 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
 ) -> JobList:
-    query = select(Job).where(Job.user_id == user.id)
-    if state is not None:
-        query = query.where(Job.state == state.value)
     with services.db.transaction() as session:
-        total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-        rows = session.scalars(query.order_by(Job.created_at.desc()).limit(limit).offset(offset))
-        return JobList(items=[JobOut.model_validate(row) for row in rows], total=total)
+        return queries.list_jobs(session, user.id, state=state, limit=limit, offset=offset)
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=_NOT_FOUND)
-def get_job(job_id: str, user: CurrentUser, services: ServicesDep) -> Job:
+def get_job(job_id: str, user: CurrentUser, services: ServicesDep) -> JobOut:
     with services.db.transaction() as session:
-        return _own_job(session, user, job_id)
+        return queries.get_job(session, user.id, job_id)
 
 
-def _act(job_id: str, user: User, services: ServicesDep, action: UserAction) -> Job:
+def _act(job_id: str, user: User, services: ServicesDep, action: UserAction) -> JobOut:
     with services.db.transaction() as session:
-        _own_job(session, user, job_id)
-    job = services.engine.act(user.id, job_id, action)
+        queries.own_job(session, user.id, job_id)
+    services.engine.act(user.id, job_id, action)
     if services.loop is not None:
         services.loop.wake()
-    return job
+    with services.db.transaction() as session:
+        return queries.get_job(session, user.id, job_id)
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)
-def cancel_job(job_id: str, user: CurrentUser, services: ServicesDep) -> Job:
+def cancel_job(job_id: str, user: CurrentUser, services: ServicesDep) -> JobOut:
     """Cancel the job; a running session is killed and its unsaved progress is lost."""
     return _act(job_id, user, services, UserAction.CANCEL)
 
 
 @router.post("/{job_id}/pause", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)
-def pause_job(job_id: str, user: CurrentUser, services: ServicesDep) -> Job:
+def pause_job(job_id: str, user: CurrentUser, services: ServicesDep) -> JobOut:
     """Pause; a running segment commits a checkpoint early and the job pauses after it."""
     return _act(job_id, user, services, UserAction.PAUSE)
 
 
 @router.post("/{job_id}/resume", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)
-def resume_job(job_id: str, user: CurrentUser, services: ServicesDep) -> Job:
+def resume_job(job_id: str, user: CurrentUser, services: ServicesDep) -> JobOut:
     """Resume a paused job, or retry a failed one from its last checkpoint."""
     return _act(job_id, user, services, UserAction.RESUME)
 
@@ -123,34 +112,7 @@ def resume_job(job_id: str, user: CurrentUser, services: ServicesDep) -> Job:
 @router.get("/{job_id}/segments", response_model=list[SegmentOut], responses=_NOT_FOUND)
 def list_segments(job_id: str, user: CurrentUser, services: ServicesDep) -> list[SegmentOut]:
     with services.db.transaction() as session:
-        _own_job(session, user, job_id)
-        segments = session.scalars(
-            select(Segment).where(Segment.job_id == job_id).order_by(Segment.index)
-        ).all()
-        checkpoints = {
-            row.segment_index: row
-            for row in session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id))
-        }
-        return [_segment_out(segment, checkpoints.get(segment.index)) for segment in segments]
-
-
-def _segment_out(segment: Segment, checkpoint: Checkpoint | None) -> SegmentOut:
-    return SegmentOut.model_validate(
-        {
-            "index": segment.index,
-            "state": segment.state,
-            "outcome": segment.outcome,
-            "start_step": segment.start_step,
-            "end_step": segment.end_step,
-            "limit_seconds": segment.limit_seconds,
-            "timings": SegmentTimings(**segment.timings) if segment.timings else None,
-            "error": segment.error,
-            "checkpoint": checkpoint.manifest if checkpoint else None,
-            "created_at": segment.created_at,
-            "launched_at": segment.launched_at,
-            "ended_at": segment.ended_at,
-        }
-    )
+        return queries.list_segments(session, user.id, job_id)
 
 
 @router.get(
@@ -167,10 +129,8 @@ def segment_log(
 ) -> PlainTextResponse:
     """The segment's session log (local sessions: live; Kaggle: once collected)."""
     with services.db.transaction() as session:
-        job = _own_job(session, user, job_id)
-        segment = session.scalars(
-            select(Segment).where(Segment.job_id == job_id, Segment.index == index)
-        ).first()
+        job = queries.own_job(session, user.id, job_id)
+        segment = queries.find_segment(session, user.id, job_id, index)
     if segment is None or segment.handle is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no session")
     try:
@@ -188,28 +148,20 @@ def list_events(
     user: CurrentUser,
     services: ServicesDep,
     after: Annotated[int, Query(ge=0, le=2**62, description="only events with a larger id")] = 0,
-) -> list[Event]:
+) -> list[EventOut]:
     with services.db.transaction() as session:
-        _own_job(session, user, job_id)
-        query = select(Event).where(Event.job_id == job_id, Event.id > after)
-        return list(session.scalars(query.order_by(Event.id)))
+        return queries.list_events(session, user.id, job_id, after=after)
 
 
 @router.get("/{job_id}/metrics", response_model=list[MetricPoint], responses=_NOT_FOUND)
 def list_metrics(job_id: str, user: CurrentUser, services: ServicesDep) -> list[MetricPoint]:
     """The metric series of every committed segment, in step order."""
     with services.db.transaction() as session:
-        _own_job(session, user, job_id)
-        segments = session.scalars(
-            select(Segment)
-            .where(Segment.job_id == job_id, Segment.end_step.is_not(None))
-            .order_by(Segment.index)
-        )
-        points = []
-        for segment in segments:
-            for entry in segment.metrics or []:
-                values = {k: float(v) for k, v in entry.items() if k != "step"}
-                points.append(
-                    MetricPoint(segment_index=segment.index, step=int(entry["step"]), values=values)
-                )
-        return points
+        return queries.list_metrics(session, user.id, job_id)
+
+
+@router.get("/{job_id}/checkpoints", response_model=list[CheckpointOut], responses=_NOT_FOUND)
+def list_checkpoints(job_id: str, user: CurrentUser, services: ServicesDep) -> list[CheckpointOut]:
+    """The job's committed checkpoints with their manifests, oldest first."""
+    with services.db.transaction() as session:
+        return queries.list_checkpoints(session, user.id, job_id)

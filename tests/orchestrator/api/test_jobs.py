@@ -96,14 +96,14 @@ def test_users_see_only_their_own_jobs(api: TestClient, settings: Settings) -> N
     db.dispose()
     as_bob = auth(bob)
     assert api.get("/api/v1/jobs", headers=as_bob).json() == {"items": [], "total": 0}
-    for path in ["", "/segments", "/events", "/metrics"]:
+    for path in ["", "/segments", "/events", "/metrics", "/checkpoints"]:
         assert api.get(f"/api/v1/jobs/{job['id']}{path}", headers=as_bob).status_code == 404
     assert api.post(f"/api/v1/jobs/{job['id']}/cancel", headers=as_bob).status_code == 404
     assert api.get(f"/api/v1/jobs/{job['id']}").json()["state"] == "queued"
 
 
 def test_unknown_job_gets_404(api: TestClient) -> None:
-    for path in ["", "/segments", "/events", "/metrics"]:
+    for path in ["", "/segments", "/events", "/metrics", "/checkpoints"]:
         assert api.get(f"/api/v1/jobs/jnope{path}").status_code == 404
     for action in ["cancel", "pause", "resume"]:
         assert api.post(f"/api/v1/jobs/jnope/{action}").status_code == 404

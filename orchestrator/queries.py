@@ -1,0 +1,216 @@
+"""The read layer: what a user may see of their jobs, as view models for the API, page and CLI.
+
+Every function takes the user's id and answers only about that user's jobs; a job of someone
+else's is `JobNotVisible`, exactly like a job that does not exist.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from orchestrator.api.schemas import (
+    CheckpointOut,
+    EventOut,
+    JobList,
+    JobOut,
+    LiveProgress,
+    MetricPoint,
+    SegmentOut,
+    SegmentTimings,
+)
+from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
+from orchestrator.models import Checkpoint, Event, Job, Segment
+
+
+class JobNotVisible(LookupError):
+    """No such job, or not this user's: the two are never told apart."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(job_id)  # the API answers "job <id> not found"
+        self.job_id = job_id
+
+
+def as_utc(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes; every stored time is UTC.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def own_job(session: Session, user_id: str, job_id: str) -> Job:
+    job = session.get(Job, job_id)
+    if job is None or job.user_id != user_id:
+        raise JobNotVisible(job_id)
+    return job
+
+
+def list_jobs(
+    session: Session,
+    user_id: str,
+    *,
+    state: JobState | None = None,
+    limit: int = 100,
+    offset: int = 0,
+    now: datetime | None = None,
+) -> JobList:
+    """The user's jobs, newest first, with live progress for the running ones."""
+    query = select(Job).where(Job.user_id == user_id)
+    if state is not None:
+        query = query.where(Job.state == state.value)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = list(session.scalars(query.order_by(Job.created_at.desc()).limit(limit).offset(offset)))
+    actives = _active_segments(session, [job.id for job in rows])
+    return JobList(
+        items=[job_out(job, actives.get(job.id), now=now) for job in rows],
+        total=total,
+    )
+
+
+def get_job(session: Session, user_id: str, job_id: str, *, now: datetime | None = None) -> JobOut:
+    job = own_job(session, user_id, job_id)
+    return job_out(job, _active_segments(session, [job.id]).get(job.id), now=now)
+
+
+def job_out(job: Job, active: Segment | None, *, now: datetime | None = None) -> JobOut:
+    out = JobOut.model_validate(job)
+    out.progress = live_progress(job, active, now=now or datetime.now(UTC))
+    return out
+
+
+def live_progress(job: Job, active: Segment | None, *, now: datetime) -> LiveProgress | None:
+    """Where the running segment is: its heartbeat, or an estimate where none reaches us."""
+    if active is None or active.launched_at is None:
+        return None
+    beat = getattr(active, "progress", None)
+    if isinstance(beat, dict) and isinstance(beat.get("step"), int):
+        return _from_heartbeat(active, beat, job.total_steps)
+    step_seconds = _previous_step_seconds(active)
+    if step_seconds is None or step_seconds <= 0:
+        return None
+    elapsed = max(0.0, (now - as_utc(active.launched_at)).total_seconds())
+    steps = int(elapsed / step_seconds)
+    return LiveProgress(
+        segment_index=active.index,
+        step=min(job.total_steps, active.start_step + steps),
+        loss=None,
+        step_seconds=step_seconds,
+        at=now,
+        estimated=True,
+    )
+
+
+def _from_heartbeat(active: Segment, beat: dict[str, Any], total_steps: int) -> LiveProgress:
+    loss = beat.get("loss")
+    step_seconds = beat.get("step_seconds")
+    at = beat.get("at")
+    return LiveProgress(
+        segment_index=active.index,
+        step=min(total_steps, max(active.start_step, int(beat["step"]))),
+        loss=float(loss) if isinstance(loss, int | float) else None,
+        step_seconds=float(step_seconds) if isinstance(step_seconds, int | float) else None,
+        at=datetime.fromtimestamp(float(at), UTC) if isinstance(at, int | float) else None,
+        estimated=False,
+    )
+
+
+def _previous_step_seconds(active: Segment) -> float | None:
+    # The launch spec carries the step time the previous segments measured.
+    estimates = (active.launch_spec or {}).get("estimates") or {}
+    value = estimates.get("step_seconds")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _active_segments(session: Session, job_ids: list[str]) -> dict[str, Segment]:
+    if not job_ids:
+        return {}
+    rows = session.scalars(
+        select(Segment).where(
+            Segment.job_id.in_(job_ids),
+            Segment.state.in_([state.value for state in ACTIVE_SEGMENT_STATES]),
+        )
+    )
+    return {row.job_id: row for row in rows}
+
+
+def list_segments(session: Session, user_id: str, job_id: str) -> list[SegmentOut]:
+    own_job(session, user_id, job_id)
+    segments = session.scalars(
+        select(Segment).where(Segment.job_id == job_id).order_by(Segment.index)
+    ).all()
+    checkpoints = {
+        row.segment_index: row
+        for row in session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id))
+    }
+    return [segment_out(segment, checkpoints.get(segment.index)) for segment in segments]
+
+
+def segment_out(segment: Segment, checkpoint: Checkpoint | None) -> SegmentOut:
+    return SegmentOut.model_validate(
+        {
+            "index": segment.index,
+            "state": segment.state,
+            "outcome": segment.outcome,
+            "start_step": segment.start_step,
+            "end_step": segment.end_step,
+            "limit_seconds": segment.limit_seconds,
+            "timings": SegmentTimings(**segment.timings) if segment.timings else None,
+            "error": segment.error,
+            "checkpoint": checkpoint.manifest if checkpoint else None,
+            "created_at": segment.created_at,
+            "launched_at": segment.launched_at,
+            "ended_at": segment.ended_at,
+        }
+    )
+
+
+def find_segment(session: Session, user_id: str, job_id: str, index: int) -> Segment | None:
+    own_job(session, user_id, job_id)
+    return session.scalars(
+        select(Segment).where(Segment.job_id == job_id, Segment.index == index)
+    ).first()
+
+
+def list_events(session: Session, user_id: str, job_id: str, *, after: int = 0) -> list[EventOut]:
+    own_job(session, user_id, job_id)
+    query = select(Event).where(Event.job_id == job_id, Event.id > after).order_by(Event.id)
+    return [EventOut.model_validate(row) for row in session.scalars(query)]
+
+
+def list_metrics(session: Session, user_id: str, job_id: str) -> list[MetricPoint]:
+    """The metric series of every committed segment, in step order."""
+    own_job(session, user_id, job_id)
+    segments = session.scalars(
+        select(Segment)
+        .where(Segment.job_id == job_id, Segment.end_step.is_not(None))
+        .order_by(Segment.index)
+    )
+    points = []
+    for segment in segments:
+        for entry in segment.metrics or []:
+            values = {k: float(v) for k, v in entry.items() if k != "step"}
+            points.append(
+                MetricPoint(segment_index=segment.index, step=int(entry["step"]), values=values)
+            )
+    return points
+
+
+def list_checkpoints(session: Session, user_id: str, job_id: str) -> list[CheckpointOut]:
+    """The job's committed checkpoints, oldest first."""
+    own_job(session, user_id, job_id)
+    rows = session.scalars(
+        select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step)
+    )
+    return [CheckpointOut.model_validate(row) for row in rows]
+
+
+def find_checkpoint(
+    session: Session, user_id: str, job_id: str, step: int | None = None
+) -> Checkpoint | None:
+    """The checkpoint at `step`, or the latest one."""
+    own_job(session, user_id, job_id)
+    query = select(Checkpoint).where(Checkpoint.job_id == job_id)
+    if step is not None:
+        query = query.where(Checkpoint.step == step)
+    return session.scalars(query.order_by(Checkpoint.step.desc(), Checkpoint.id.desc())).first()

@@ -1,0 +1,56 @@
+"""The read layer's live progress: a heartbeat where one reaches us, an estimate elsewhere."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from orchestrator.models import Job, Segment
+from orchestrator.queries import live_progress
+
+NOW = datetime(2026, 11, 19, 8, 0, tzinfo=UTC)
+
+
+def _job() -> Job:
+    return Job(id="j1", user_id="u1", total_steps=1000, state="running", spec={})
+
+
+def _segment(**fields: object) -> Segment:
+    values: dict[str, object] = {
+        "job_id": "j1",
+        "index": 2,
+        "state": "running",
+        "start_step": 100,
+        "launched_at": NOW - timedelta(seconds=50),
+        "launch_spec": {"estimates": {"step_seconds": 0.5}},
+    }
+    values.update(fields)
+    return Segment(**values)
+
+
+def test_a_heartbeat_is_shown_as_measured() -> None:
+    segment = _segment()
+    segment.progress = {"step": 130, "loss": 0.25, "step_seconds": 0.4, "at": NOW.timestamp()}  # type: ignore[attr-defined]
+    progress = live_progress(_job(), segment, now=NOW)
+    assert progress is not None
+    assert (progress.step, progress.loss, progress.step_seconds) == (130, 0.25, 0.4)
+    assert progress.at == NOW
+    assert progress.estimated is False
+
+
+def test_without_a_heartbeat_the_step_is_estimated_from_elapsed_time() -> None:
+    progress = live_progress(_job(), _segment(), now=NOW)
+    assert progress is not None
+    # 50 s at the 0.5 s the earlier segments measured: 100 steps past the segment's start.
+    assert (progress.step, progress.estimated, progress.loss) == (200, True, None)
+
+
+def test_an_estimate_never_passes_the_total() -> None:
+    progress = live_progress(_job(), _segment(start_step=990), now=NOW)
+    assert progress is not None
+    assert progress.step == 1000
+
+
+def test_no_progress_before_launch_or_without_a_measured_step_time() -> None:
+    assert live_progress(_job(), None, now=NOW) is None
+    assert live_progress(_job(), _segment(launched_at=None), now=NOW) is None
+    assert live_progress(_job(), _segment(launch_spec={"estimates": {}}), now=NOW) is None
