@@ -6,6 +6,7 @@ else's is `JobNotVisible`, exactly like a job that does not exist.
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.api.schemas import (
     CheckpointOut,
+    EtaOut,
     EventOut,
     JobList,
     JobOut,
@@ -22,6 +24,7 @@ from orchestrator.api.schemas import (
     SegmentOut,
     SegmentTimings,
 )
+from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
 from orchestrator.models import Checkpoint, Event, Job, Segment
 
@@ -61,22 +64,108 @@ def list_jobs(
         query = query.where(Job.state == state.value)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     rows = list(session.scalars(query.order_by(Job.created_at.desc()).limit(limit).offset(offset)))
-    actives = _active_segments(session, [job.id for job in rows])
+    history = _segments_by_job(session, [job.id for job in rows])
     return JobList(
-        items=[job_out(job, actives.get(job.id), now=now) for job in rows],
+        items=[job_out(job, history.get(job.id, []), now=now) for job in rows],
         total=total,
     )
 
 
 def get_job(session: Session, user_id: str, job_id: str, *, now: datetime | None = None) -> JobOut:
     job = own_job(session, user_id, job_id)
-    return job_out(job, _active_segments(session, [job.id]).get(job.id), now=now)
+    return job_out(job, _segments_by_job(session, [job.id]).get(job.id, []), now=now)
 
 
-def job_out(job: Job, active: Segment | None, *, now: datetime | None = None) -> JobOut:
+def job_out(
+    job: Job,
+    segments: list[Segment],
+    *,
+    now: datetime | None = None,
+    quota: QuotaPlan | None = None,
+) -> JobOut:
+    """The job with its live progress and ETA; `segments` are the job's, in index order."""
+    now = now or datetime.now(UTC)
+    active = next((s for s in segments if s.state in _ACTIVE), None)
     out = JobOut.model_validate(job)
-    out.progress = live_progress(job, active, now=now or datetime.now(UTC))
+    out.progress = live_progress(job, active, now=now)
+    eta = job_eta(job, segments, out.progress, now=now, quota=quota)
+    if eta is not None:
+        out.eta = EtaOut(
+            finish_at=eta.finish_at,
+            more_sessions=eta.more_sessions,
+            quota_waits=eta.quota_waits,
+            text=eta.describe(),
+        )
     return out
+
+
+_ACTIVE = frozenset(state.value for state in ACTIVE_SEGMENT_STATES)
+_ETA_STATES = frozenset({JobState.QUEUED, JobState.RUNNING, JobState.WAITING})
+
+
+def job_eta(
+    job: Job,
+    segments: list[Segment],
+    progress: LiveProgress | None,
+    *,
+    now: datetime,
+    quota: QuotaPlan | None = None,
+) -> Eta | None:
+    """The ETA of an unfinished, unpaused job from what its segments measured, or None."""
+    if job.state not in _ETA_STATES:
+        return None
+    measured = [s for s in segments if s.timings and s.end_step is not None]
+    last = measured[-1].timings if measured else {}
+    step_seconds = (progress.step_seconds if progress else None) or (last or {}).get("step_ema")
+    if not isinstance(step_seconds, int | float) or step_seconds <= 0:
+        return None
+    timings = last or {}
+    tail = sum(float(timings.get(key) or 0.0) for key in ("save", "upload"))
+    overhead = tail + sum(float(timings.get(key) or 0.0) for key in ("startup", "load"))
+    session_seconds = float(job.spec.get("session", {}).get("limit_seconds", 0.0))
+    active = next((s for s in segments if s.state in _ACTIVE), None)
+    current_left = None
+    if active is not None and active.launched_at is not None:
+        elapsed = (now - as_utc(active.launched_at)).total_seconds()
+        current_left = max(0.0, active.limit_seconds - elapsed - tail)
+    start = now
+    if job.state == JobState.WAITING and job.wait_until is not None:
+        start = max(now, as_utc(job.wait_until))
+    done = progress.step if progress else job.steps_done
+    return estimate_finish(
+        EtaInputs(
+            now=start,
+            remaining_steps=job.total_steps - done,
+            step_seconds=float(step_seconds),
+            session_seconds=session_seconds,
+            overhead_seconds=overhead,
+            idle_seconds=_mean_idle(segments),
+            current_session_left=current_left,
+            quota=quota,
+        )
+    )
+
+
+def _mean_idle(segments: list[Segment]) -> float:
+    """The mean gap between one session's end and the next one's launch."""
+    gaps = [
+        (as_utc(after.launched_at) - as_utc(before.ended_at)).total_seconds()
+        for before, after in itertools.pairwise(segments)
+        if before.ended_at is not None and after.launched_at is not None
+    ]
+    return max(0.0, sum(gaps) / len(gaps)) if gaps else 0.0
+
+
+def _segments_by_job(session: Session, job_ids: list[str]) -> dict[str, list[Segment]]:
+    found: dict[str, list[Segment]] = {}
+    if not job_ids:
+        return found
+    rows = session.scalars(
+        select(Segment).where(Segment.job_id.in_(job_ids)).order_by(Segment.job_id, Segment.index)
+    )
+    for row in rows:
+        found.setdefault(row.job_id, []).append(row)
+    return found
 
 
 def live_progress(job: Job, active: Segment | None, *, now: datetime) -> LiveProgress | None:
@@ -120,18 +209,6 @@ def _previous_step_seconds(active: Segment) -> float | None:
     estimates = (active.launch_spec or {}).get("estimates") or {}
     value = estimates.get("step_seconds")
     return float(value) if isinstance(value, int | float) else None
-
-
-def _active_segments(session: Session, job_ids: list[str]) -> dict[str, Segment]:
-    if not job_ids:
-        return {}
-    rows = session.scalars(
-        select(Segment).where(
-            Segment.job_id.in_(job_ids),
-            Segment.state.in_([state.value for state in ACTIVE_SEGMENT_STATES]),
-        )
-    )
-    return {row.job_id: row for row in rows}
 
 
 def list_segments(session: Session, user_id: str, job_id: str) -> list[SegmentOut]:

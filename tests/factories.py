@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import uvicorn
 from fastapi.testclient import TestClient
 from kagglesdk import KaggleClient, KaggleEnv
 
@@ -70,6 +73,34 @@ def running_api(
             client.headers.update(auth())
             yield client
     finally:
+        services.db.dispose()
+        stop_sessions(settings.sessions_dir)
+
+
+@contextmanager
+def live_server(settings: Settings, *, embedded_loop: bool = True) -> Iterator[str]:
+    """A real HTTP server on an ephemeral port, as `baton serve` runs it; yields its URL."""
+    prestart(settings)
+    services = build_services(settings, embedded_loop=embedded_loop)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive(), "server did not start"
+        assert time.monotonic() < deadline, "server did not start in time"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join()
+        listener.close()
         services.db.dispose()
         stop_sessions(settings.sessions_dir)
 

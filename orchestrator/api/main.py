@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from orchestrator.api.deps import Services
-from orchestrator.api.routes import credentials, health, jobs
+from orchestrator.api.routes import checkpoints, credentials, health, jobs, quota
 from orchestrator.engine import JobNotFound
 from orchestrator.lifecycle import ActionConflict
 from orchestrator.queries import JobNotVisible
@@ -37,7 +37,9 @@ def create_app(services: Services) -> FastAPI:
     app.state.services = services
     app.include_router(health.router)
     app.include_router(jobs.router)
+    app.include_router(checkpoints.router)
     app.include_router(credentials.router)
+    app.include_router(quota.router)
     app.add_exception_handler(RequestValidationError, credentials.redact_validation_errors)
 
     @app.exception_handler(ActionConflict)

@@ -34,6 +34,15 @@ class LiveProgress(_FromRow):
     estimated: bool
 
 
+class EtaOut(BaseModel):
+    """When the job should finish, from its measured step time, sessions and overheads."""
+
+    finish_at: datetime
+    more_sessions: int
+    quota_waits: int
+    text: str  # e.g. "done Thu 14:00 UTC at 30 h/week, 3 more sessions"
+
+
 class JobOut(_FromRow):
     id: str
     name: str
@@ -52,6 +61,7 @@ class JobOut(_FromRow):
     finished_at: datetime | None
     # Set by the read layer (orchestrator/queries.py) while a segment runs.
     progress: LiveProgress | None = None
+    eta: EtaOut | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -118,3 +128,10 @@ class MetricPoint(BaseModel):
 class Health(BaseModel):
     status: str
     database: str
+
+
+class QuotaOut(BaseModel):
+    account: str  # the Kaggle user name
+    accelerator: str
+    seconds_left: float
+    refresh_at: datetime | None

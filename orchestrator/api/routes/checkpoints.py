@@ -1,0 +1,61 @@
+"""Checkpoint files for download: one file of a committed checkpoint, with HTTP range requests."""
+
+from __future__ import annotations
+
+from pathlib import Path as FilePath
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Path, status
+from fastapi.responses import FileResponse
+
+from orchestrator import queries
+from orchestrator.api.deps import CurrentUser, ServicesDep
+from worker.contract import MANIFEST_FILE
+
+router = APIRouter(
+    prefix="/api/v1/jobs",
+    tags=["checkpoints"],
+    responses={401: {"description": "Missing or invalid API token"}},
+)
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/octet-stream": {}}},
+    206: {"description": "Partial content (a Range request)"},
+    404: {"description": "No such job (or not yours), checkpoint or file"},
+    410: {"description": "The checkpoint's files are no longer kept (only the newest are)"},
+    416: {"description": "The range is outside the file"},
+}
+
+
+@router.get(
+    "/{job_id}/checkpoints/{step}/files/{name:path}",
+    response_class=FileResponse,
+    responses=_RESPONSES,
+)
+def checkpoint_file(
+    job_id: str,
+    step: Annotated[int, Path(ge=0, le=2**62)],
+    name: str,
+    user: CurrentUser,
+    services: ServicesDep,
+) -> FileResponse:
+    """A file of the checkpoint at `step`; its sha256 from the manifest is in `X-Checkpoint-Sha256`
+    and the ETag. `manifest.json` itself is served too. Supports `Range` to resume a download."""
+    with services.db.transaction() as session:
+        checkpoint = queries.find_checkpoint(session, user.id, job_id, step)
+        if checkpoint is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no checkpoint at step {step}")
+        files: dict[str, Any] = checkpoint.manifest.get("files", {})
+        location = FilePath(checkpoint.location)
+    # Only names the manifest lists: nothing else under the store is reachable from here.
+    if name != MANIFEST_FILE and name not in files:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"the checkpoint has no file {name!r}")
+    path = location / name
+    if not path.is_file():
+        raise HTTPException(status.HTTP_410_GONE, f"the files of step {step} are no longer kept")
+    headers = {}
+    if name in files:
+        digest = str(files[name]["sha256"])
+        headers = {"X-Checkpoint-Sha256": digest, "ETag": f'"{digest}"'}
+    return FileResponse(
+        path, media_type="application/octet-stream", headers=headers, filename=path.name
+    )

@@ -1,0 +1,169 @@
+"""Commands about who you are to Baton: API tokens, Kaggle credentials, the CLI's config file."""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import BaseModel, ValidationError
+from typer.core import TyperGroup
+
+from orchestrator.api.routes.credentials import KaggleCredentialsOut
+from orchestrator.auth import issue_token
+from orchestrator.cli import render
+from orchestrator.cli.context import connect
+from orchestrator.cli.errors import CliError
+from orchestrator.cli.settings import KEYS, config_path, read_config, write_config
+from orchestrator.config import Settings
+from orchestrator.credentials import KaggleCredentialsIn
+from orchestrator.db import Database
+from orchestrator.service import prestart
+
+
+class TokenOut(BaseModel):
+    """A token as GET /api/v1/tokens lists it: never the token itself."""
+
+    id: str
+    name: str
+    created_at: datetime
+    expires_at: datetime | None = None
+
+
+class _CreateByDefault(TyperGroup):
+    """`baton token alice` (today's form) means `baton token create alice`."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["create", *args]
+        return super().resolve_command(ctx, args)
+
+
+token_app = typer.Typer(
+    cls=_CreateByDefault, help="Create, list and revoke API tokens.", no_args_is_help=True
+)
+
+
+@token_app.command("create")
+def token_create(
+    user: Annotated[str, typer.Argument(help="the user (created if new)")],
+    label: Annotated[str, typer.Option(help="a name for the token")] = "cli",
+) -> None:
+    """Create a user if new and print a new API token for it, once (on the server's machine)."""
+    settings = Settings()
+    prestart(settings)
+    db = Database(settings.resolved_database_url)
+    try:
+        with db.transaction() as session:
+            token = issue_token(session, user, label)
+    finally:
+        db.dispose()
+    # Shown once, to the person who asked for it; only its hash is stored.
+    print(token)
+
+
+@token_app.command("list")
+def token_list(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON for scripts")] = False,
+) -> None:
+    """Your API tokens (ids and names; never the tokens)."""
+    with connect(ctx) as client:
+        rows: list[TokenOut] = client.call("GET", "/api/v1/tokens", list[TokenOut])
+    if as_json:
+        render.print_json(rows)
+        return
+    for row in rows:
+        expires = f"  expires {row.expires_at:%Y-%m-%d %H:%M}" if row.expires_at else ""
+        render.console.print(f"{row.id}  {row.name}  created {row.created_at:%Y-%m-%d}{expires}")
+
+
+@token_app.command("revoke")
+def token_revoke(
+    ctx: typer.Context, token_id: Annotated[str, typer.Argument(help="the token's id")]
+) -> None:
+    """Revoke one of your API tokens by its id (`baton token list`)."""
+    with connect(ctx) as client:
+        client.request("DELETE", f"/api/v1/tokens/{token_id}")
+    print(f"revoked token {token_id}")
+
+
+def _read_key(key_file: Path | None) -> str:
+    # Never from argv: a command line is visible to every user in the process list.
+    if key_file is not None:
+        try:
+            return key_file.read_text().strip()
+        except OSError as exc:
+            # Without the path: someone who typed the key there would see it echoed back.
+            raise CliError(f"cannot read --key-file: {exc.strerror}") from None
+    if sys.stdin.isatty():
+        return getpass.getpass("Kaggle API key: ").strip()
+    return sys.stdin.read().strip()
+
+
+def kaggle_credentials(
+    ctx: typer.Context,
+    username: Annotated[str, typer.Option(help="your Kaggle user name")],
+    key_file: Annotated[
+        Path | None, typer.Option(help="a file holding the API key; default: read stdin")
+    ] = None,
+) -> None:
+    """Store your Kaggle user name and API key (the key is read from stdin or a file)."""
+    try:
+        body = KaggleCredentialsIn(username=username, key=_read_key(key_file))
+    except ValidationError as exc:
+        # Name the field and the rule, never the rejected value: it may be the key.
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise CliError(f"invalid Kaggle credentials: {problems}") from None
+    with connect(ctx) as client:
+        stored: KaggleCredentialsOut = client.call(
+            "PUT", "/api/v1/credentials/kaggle", KaggleCredentialsOut, body=body.model_dump()
+        )
+    print(f"stored Kaggle credentials for {stored.username} (updated {stored.updated_at})")
+
+
+config_app = typer.Typer(help="The CLI's server URL and token (env BATON_URL/BATON_TOKEN win).")
+
+
+@config_app.command("show")
+def config_show() -> None:
+    """Print the config file's settings (the token only by its first characters)."""
+    path = config_path()
+    values = read_config(path)
+    print(f"config file: {path}")
+    for key in KEYS:
+        value = values.get(key)
+        shown = (value[:6] + "…" if key == "token" else value) if value else "(unset)"
+        print(f"{key} = {shown}")
+
+
+@config_app.command("set")
+def config_set(
+    key: Annotated[str, typer.Argument(help="url or token")],
+    value: Annotated[
+        str | None, typer.Argument(help="the url; a token is read from stdin instead")
+    ] = None,
+) -> None:
+    """Set `url URL`, or `token` (read from stdin or a prompt, never from the command line)."""
+    if key not in KEYS:
+        raise CliError(f"unknown setting {key!r}: use one of {', '.join(KEYS)}")
+    if key == "token":
+        if value is not None:
+            raise CliError("pass the token on stdin, not on the command line")
+        value = getpass.getpass("API token: ") if sys.stdin.isatty() else sys.stdin.read()
+    elif value is None:
+        raise CliError("give the URL: baton config set url http://HOST:PORT")
+    path = config_path()
+    values: dict[str, Any] = read_config(path)
+    values[key] = value.strip()
+    write_config(path, values)
+    print(f"{key} saved in {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(token_app, name="token")
+    app.command("kaggle-credentials")(kaggle_credentials)
+    app.add_typer(config_app, name="config")

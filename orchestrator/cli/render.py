@@ -1,0 +1,138 @@
+"""Rich tables and one-line summaries of the API's models, and --json output for scripts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, TypeAdapter
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.api.schemas import CheckpointOut, EventOut, JobOut, QuotaOut, SegmentOut
+
+console = Console(highlight=False)
+
+STATE_STYLES = {
+    "queued": "cyan",
+    "running": "blue",
+    "waiting": "yellow",
+    "paused": "magenta",
+    "succeeded": "green",
+    "failed": "red",
+    "cancelled": "dim",
+}
+
+
+def print_json(value: BaseModel | Sequence[BaseModel]) -> None:
+    # Plain print: Rich would wrap long lines and break the JSON.
+    data = TypeAdapter(type(value)).dump_json(value, indent=2)
+    print(data.decode())
+
+
+def state(value: str) -> str:
+    return f"[{STATE_STYLES.get(value, 'white')}]{value}[/]"
+
+
+def steps(job: JobOut) -> str:
+    done = job.progress.step if job.progress else job.steps_done
+    mark = "~" if job.progress and job.progress.estimated else ""
+    return f"{mark}{done}/{job.total_steps}"
+
+
+def jobs_table(jobs: Sequence[JobOut]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("id", "name", "state", "steps", "eta", "reason"):
+        table.add_column(column)
+    for job in jobs:
+        table.add_row(
+            job.id,
+            job.name,
+            state(job.state),
+            steps(job),
+            job.eta.text if job.eta else "",
+            job.reason or "",
+        )
+    return table
+
+
+def job_summary(job: JobOut) -> str:
+    line = f"{job.id}  {job.name}  {state(job.state)}  {steps(job)} steps"
+    if job.progress and job.progress.loss is not None:
+        line += f"  loss {job.progress.loss:.4g}"
+    if job.eta:
+        line += f"  ({job.eta.text})"
+    if job.reason:
+        line += f"\n  {job.reason}"
+    return line
+
+
+def _seconds(value: float | None) -> str:
+    return f"{value:.1f}" if value is not None else ""
+
+
+def segments_table(segments: Sequence[SegmentOut]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("seg", "state", "outcome", "steps", "startup s", "train s", "save s", "error"):
+        table.add_column(column, justify="right" if column.endswith(" s") else "left")
+    for seg in segments:
+        timings = seg.timings
+        end = seg.end_step if seg.end_step is not None else "?"
+        table.add_row(
+            str(seg.index),
+            state(seg.state),
+            seg.outcome or "",
+            f"{seg.start_step}-{end}",
+            _seconds(timings.startup if timings else None),
+            _seconds(timings.train if timings else None),
+            _seconds(timings.save if timings else None),
+            (seg.error or "").strip().splitlines()[-1][:60] if seg.error else "",
+        )
+    return table
+
+
+def checkpoints_table(checkpoints: Sequence[CheckpointOut]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("step", "segment", "size", "model digest", "created"):
+        table.add_column(column)
+    for row in checkpoints:
+        table.add_row(
+            str(row.step),
+            str(row.segment_index),
+            human_bytes(row.bytes),
+            row.model_digest[:16],
+            row.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+    return table
+
+
+def quota_table(quotas: Sequence[QuotaOut]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("account", "accelerator", "hours left", "refreshes"):
+        table.add_column(column)
+    for row in quotas:
+        refresh = row.refresh_at.strftime("%a %Y-%m-%d %H:%M %Z") if row.refresh_at else ""
+        table.add_row(row.account, row.accelerator, f"{row.seconds_left / 3600:.1f}", refresh)
+    return table
+
+
+def event_line(event: EventOut) -> str:
+    where = f"segment {event.segment_index}" if event.segment_index is not None else "job"
+    detail = f": {event.message}" if event.message else ""
+    return f"  {event.created_at:%H:%M:%S}  {where:<11} {event.kind}{detail}"
+
+
+def human_bytes(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{count} B"
+
+
+def until(moment: datetime | None, now: datetime | None = None) -> str:
+    if moment is None:
+        return ""
+    left = (moment - (now or datetime.now(UTC))).total_seconds()
+    return f"{max(0, int(left))} s"

@@ -1,0 +1,140 @@
+"""Commands that run the orchestrator itself: serve, migrate, demo, rotate-secret-keys."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from orchestrator.api.main import create_app
+from orchestrator.api.schemas import JobOut, SegmentOut
+from orchestrator.cli import render
+from orchestrator.cli.client import BatonClient
+from orchestrator.cli.jobs import follow, read_spec
+from orchestrator.config import Settings
+from orchestrator.credentials import rotate_all
+from orchestrator.db import Database
+from orchestrator.migrate import upgrade
+from orchestrator.service import build_secret_box, build_services, prestart
+from orchestrator.spec import JobSpec
+
+
+def admin_token(settings: Settings) -> str:
+    if settings.admin_token is not None:
+        return settings.admin_token.get_secret_value()
+    return settings.admin_token_file.read_text().strip()
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+) -> None:
+    """Run the API, the status page and the embedded reconcile loop."""
+    settings = Settings()
+    prestart(settings)
+    app = create_app(build_services(settings))
+    print(f"Baton on http://{host}:{port}  (data: {settings.data_dir})", flush=True)
+    if settings.admin_token is None:
+        print(f"Admin token file: {settings.admin_token_file}", flush=True)
+    else:
+        print("Admin token: the value of BATON_ADMIN_TOKEN", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def migrate() -> None:
+    """Apply database migrations."""
+    settings = Settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(settings.resolved_database_url)
+    print("database is at the latest schema")
+
+
+def rotate_secret_keys() -> None:
+    """Re-encrypt stored credentials under the first key of BATON_SECRET_KEYS."""
+    settings = Settings()
+    prestart(settings)
+    box = build_secret_box(settings)
+    db = Database(settings.resolved_database_url)
+    try:
+        with db.transaction() as session:
+            count = rotate_all(session, box)
+    finally:
+        db.dispose()
+    print(f"re-encrypted {count} stored credential(s) under the first key of {box.source}")
+
+
+def _demo_spec_path() -> Path:
+    return Path(str(resources.files("trainers") / "examples" / "demo.yaml"))
+
+
+def demo(
+    port: Annotated[int, typer.Option(help="port for the demo server")] = 8765,
+    spec: Annotated[Path | None, typer.Option(help="a spec instead of the demo's")] = None,
+    verify: Annotated[
+        bool, typer.Option("--verify/--no-verify", help="compare with an uninterrupted run")
+    ] = True,
+) -> None:
+    """Serve, submit the demo job, follow it, and check it against an uninterrupted run."""
+    settings = Settings()
+    prestart(settings)
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(build_services(settings)), port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    url = f"http://127.0.0.1:{port}"
+    client = BatonClient(url, admin_token(settings))
+    try:
+        spec_path = spec or _demo_spec_path()
+        body = read_spec(spec_path)
+        job: JobOut = client.call("POST", "/api/v1/jobs", JobOut, body=body)
+        print(f"Baton is serving {url} (status page: {url}/ui, OpenAPI docs: {url}/docs)")
+        print(f"Submitted {spec_path.name} as job {job.id}. Watch it with:")
+        print(f"  baton --url {url} watch {job.id}")
+        code = follow(client, job.id)
+        segments: list[SegmentOut] = client.call(
+            "GET", f"/api/v1/jobs/{job.id}/segments", list[SegmentOut]
+        )
+        render.console.print(render.segments_table(segments))
+        committed = [seg.checkpoint for seg in segments if seg.checkpoint]
+        if not committed:
+            raise typer.Exit(1)
+        final = str(committed[-1]["model_digest"])
+        print(f"final model_digest {final}")
+        if verify and code == 0:
+            code = _verify(JobSpec.model_validate(body), final)
+    finally:
+        client.close()
+        server.should_exit = True
+        thread.join()
+    if code:
+        raise typer.Exit(code)
+
+
+def _verify(spec: JobSpec, chained_digest: str) -> int:
+    from orchestrator.reference import run_uninterrupted
+
+    print("Running the same spec in one uninterrupted session to compare...", flush=True)
+    with tempfile.TemporaryDirectory() as workdir:
+        reference = run_uninterrupted(spec, Path(workdir))
+    if reference.manifest is None:
+        print(f"reference run failed: {reference.problem}")
+        return 1
+    same = reference.manifest.model_digest == chained_digest
+    print(f"uninterrupted model_digest {reference.manifest.model_digest}")
+    print("bitwise identical to the chained run" if same else "MISMATCH with the chained run")
+    return 0 if same else 1
+
+
+def register(app: typer.Typer) -> None:
+    for command in (serve, migrate, demo):
+        app.command()(command)
+    app.command("rotate-secret-keys")(rotate_secret_keys)

@@ -1,0 +1,176 @@
+"""The `baton` CLI against a live server: submit, watch, download; clear errors; --json."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.config import Settings
+from tests.factories import ADMIN_TOKEN, job_spec, live_server, wait_finished
+
+
+@pytest.fixture
+def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
+    monkeypatch.setenv("BATON_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("BATON_ADMIN_TOKEN", ADMIN_TOKEN)
+    monkeypatch.setenv("BATON_TOKEN", ADMIN_TOKEN)
+    monkeypatch.setenv("BATON_CONFIG", str(tmp_path / "baton-config.toml"))
+    monkeypatch.delenv("BATON_URL", raising=False)
+    return settings
+
+
+@pytest.fixture
+def server(cli_env: Settings) -> Iterator[str]:
+    with live_server(cli_env) as url:
+        yield url
+
+
+def _spec_file(tmp_path: Path, **overrides: Any) -> Path:
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(job_spec(**overrides)))
+    return path
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _error(*argv: str) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main(list(argv))
+    message = exit_.value.code
+    assert isinstance(message, str), message  # a message means exit status 1
+    assert "\n" not in message
+    assert "Traceback" not in message
+    return message
+
+
+def test_submit_watch_to_the_end_then_download_and_verify(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec_file(tmp_path, total_steps=40, config={"log_every": 5})
+    code, out, _ = _run(capsys, "--url", server, "submit", str(spec), "--json")
+    assert code == 0
+    job_id = json.loads(out)["id"]
+    code, out, _ = _run(capsys, "--url", server, "watch", job_id, "--interval", "0.2")
+    assert code == 0
+    assert "succeeded" in out
+
+    code, out, _ = _run(capsys, "--url", server, "checkpoints", job_id, "--json")
+    checkpoints = json.loads(out)
+    assert checkpoints[-1]["step"] == 40
+    target = tmp_path / "download"
+    assert _run(capsys, "--url", server, "download", job_id, "-o", str(target))[0] == 0
+    manifest = checkpoints[-1]["manifest"]
+    for name, entry in manifest["files"].items():
+        assert hashlib.sha256((target / name).read_bytes()).hexdigest() == entry["sha256"]
+    assert json.loads((target / "manifest.json").read_text()) == manifest
+
+    # A download cut short resumes with a Range request and still verifies.
+    name, entry = next(iter(manifest["files"].items()))
+    data = (target / name).read_bytes()
+    (target / name).write_bytes(data[: len(data) // 2])
+    assert _run(capsys, "--url", server, "download", job_id, "-o", str(target))[0] == 0
+    assert (target / name).read_bytes() == data
+    # A corrupt partial file is caught by the hash, removed, and the run fails clearly.
+    (target / name).write_bytes(b"x" * (entry["bytes"] // 2))
+    assert "does not match the manifest" in _error(
+        "--url", server, "download", job_id, "-o", str(target)
+    )
+    assert not (target / name).exists()
+
+
+def test_listings_print_json_that_parses(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec_file(tmp_path, config={"step_sleep": 0.05})
+    _, out, _ = _run(capsys, "--url", server, "submit", str(spec), "--json")
+    job_id = json.loads(out)["id"]
+    _run(capsys, "--url", server, "pause", job_id)
+    _, out, _ = _run(capsys, "--url", server, "jobs", "--json")
+    listing = json.loads(out)
+    assert [item["id"] for item in listing["items"]] == [job_id]
+    _, out, _ = _run(capsys, "--url", server, "show", job_id, "--json")
+    shown = json.loads(out)
+    assert shown["job"]["id"] == job_id
+    assert isinstance(shown["segments"], list)
+    _, out, _ = _run(capsys, "--url", server, "checkpoints", job_id, "--json")
+    assert isinstance(json.loads(out), list)
+    _run(capsys, "--url", server, "cancel", job_id)
+    _, out, _ = _run(capsys, "--url", server, "jobs", "--state", "cancelled", "--json")
+    assert json.loads(out)["total"] == 1
+
+
+def test_server_down_is_one_clear_line(cli_env: Settings) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    message = _error("--url", closed, "jobs")
+    assert message.startswith(f"cannot reach the Baton server at {closed}")
+
+
+def test_wrong_token_is_one_clear_line(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATON_TOKEN", "bt_wrong")
+    assert "rejected the API token" in _error("--url", server, "jobs")
+
+
+def test_unknown_job_is_one_clear_line(server: str) -> None:
+    for command in ("show", "watch", "cancel", "checkpoints", "download"):
+        assert _error("--url", server, command, "jnope") == "job jnope not found"
+
+
+def test_a_malformed_or_invalid_spec_is_one_clear_line(server: str, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: [unclosed\n")
+    assert "is malformed" in _error("--url", server, "submit", str(broken))
+    invalid = _spec_file(tmp_path, total_steps=-3)
+    assert _error("--url", server, "submit", str(invalid)).startswith("rejected: total_steps")
+    assert "cannot read the spec" in _error("--url", server, "submit", str(tmp_path / "nope"))
+
+
+def test_config_file_gives_url_and_token_and_the_environment_wins(
+    server: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("BATON_TOKEN")
+    monkeypatch.setattr("sys.stdin", io.StringIO(ADMIN_TOKEN + "\n"))
+    assert _run(capsys, "config", "set", "token")[0] == 0
+    assert _run(capsys, "config", "set", "url", server)[0] == 0
+    _, out, _ = _run(capsys, "config", "show")
+    assert ADMIN_TOKEN not in out
+    _, out, _ = _run(capsys, "jobs", "--json")
+    assert json.loads(out)["total"] == 0
+    monkeypatch.setenv("BATON_TOKEN", "bt_wrong")
+    assert "rejected the API token" in _error("jobs")
+
+
+def test_range_requests_on_checkpoint_files(server: str, tmp_path: Path) -> None:
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with httpx.Client(base_url=server, headers=headers) as http:
+        job = http.post("/api/v1/jobs", json=job_spec(total_steps=10)).json()
+        assert wait_finished(http, job["id"])["state"] == "succeeded"  # type: ignore[arg-type]
+        checkpoint = http.get(f"/api/v1/jobs/{job['id']}/checkpoints").json()[-1]
+        name, entry = next(iter(checkpoint["manifest"]["files"].items()))
+        url = f"/api/v1/jobs/{job['id']}/checkpoints/{checkpoint['step']}/files/{name}"
+        whole = http.get(url)
+        assert whole.status_code == 200
+        assert hashlib.sha256(whole.content).hexdigest() == entry["sha256"]
+        assert whole.headers["x-checkpoint-sha256"] == entry["sha256"]
+        part = http.get(url, headers={"Range": "bytes=10-19"})
+        assert part.status_code == 206
+        assert part.content == whole.content[10:20]
+        bad = http.get(url, headers={"Range": f"bytes={entry['bytes'] + 5}-"})
+        assert bad.status_code == 416
+        prefix = f"/api/v1/jobs/{job['id']}/checkpoints/{checkpoint['step']}/files"
+        assert http.get(f"{prefix}/..%2F..%2Fbaton.db").status_code == 404
+        assert http.get(f"{prefix}/not-listed").status_code == 404
