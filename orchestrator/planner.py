@@ -130,4 +130,5 @@ def build_segment_spec(job_id: str, spec: JobSpec, plan: SegmentPlan) -> Segment
         estimates=plan.estimates,
         resume_path=INPUT_CHECKPOINT if plan.resume else None,
         expect=expect,
+        nproc=spec.nproc,
     )

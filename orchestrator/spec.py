@@ -20,6 +20,7 @@ MIN_SESSION_SECONDS = 5.0
 MAX_SESSION_SECONDS = 7 * 24 * 3600
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 TRAINER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+MAX_NPROC = 8
 
 
 class MarginSpec(BaseModel):
@@ -149,6 +150,8 @@ class JobSpec(BaseModel):
     session: SessionSpec
     retry: RetrySpec = Field(default_factory=RetrySpec)
     kaggle: KaggleSpec | None = None
+    # Ranks per session (torchrun): 2 uses both GPUs of a t4x2; locally, CPU ranks over gloo.
+    nproc: int = Field(default=1, ge=1, le=MAX_NPROC)
 
     @model_validator(mode="after")
     def _kaggle_options_fit(self) -> JobSpec:

@@ -4,19 +4,18 @@ Layout of a committed checkpoint directory:
 
     checkpoint/
       trainer.pt          whatever Trainer.write_state wrote (model, optimizer, sampler, ...)
-      runtime-rank0.pt    {"step": int, "rng": RngState} written by the runtime
+      runtime-rank0.pt    {"step": int, "rng": RngState} written by the runtime, one per rank
       manifest.json       written last; lists every file's sha256 and size
 
-Everything is written into `.checkpoint.tmp-*` next to the target and renamed into place only
-after the manifest is on disk, so a process killed at any moment leaves either the previous
-checkpoint or the new one, never a mix.
+Everything is written into `.checkpoint.tmp-seg<N>-step<S>` next to the target (a name every
+rank can derive) and renamed into place only after the manifest is on disk, so a process killed
+at any moment leaves either the previous checkpoint or the new one, never a mix.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,14 @@ from typing import Any
 
 from worker.contract import CHECKPOINT_DIR, ExpectedCheckpoint, fsync_dir
 from worker.digest import model_digest
-from worker.manifest import CorruptCheckpoint, Manifest, verify_checkpoint, write_manifest
+from worker.distributed import RankGroup, SingleProcess
+from worker.manifest import (
+    CorruptCheckpoint,
+    Manifest,
+    read_manifest,
+    verify_checkpoint,
+    write_manifest,
+)
 from worker.rng import RngState
 from worker.trainer import TRAINER_STATE_FILE, Trainer
 
@@ -52,30 +58,53 @@ def commit_checkpoint(
     rng_state: RngState,
     job_id: str,
     segment_index: int,
+    group: RankGroup | None = None,
 ) -> Manifest:
-    """Write trainer state, RNG and step to a temp dir, manifest last, then rename into place."""
+    """Write trainer state, RNG and step to a temp dir, manifest last, then rename into place.
+
+    With several ranks every one of them calls this: each writes its own files into the same
+    uncommitted directory, and only after a barrier does rank 0 write the manifest over all of
+    them and rename. A rank that dies before the barrier leaves nothing committed.
+    """
     import torch
 
-    output_dir.mkdir(parents=True, exist_ok=True)
-    remove_leftovers(output_dir)
-    tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=output_dir))
+    group = group or SingleProcess()
+    main = group.info.is_main
+    tmp = output_dir / f"{TMP_PREFIX}seg{segment_index}-step{step}"
+    if main:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        remove_leftovers(output_dir)
+        tmp.mkdir()
+    group.barrier()
     try:
         trainer.write_state(tmp, trainer.state_dict())
-        torch.save({"step": step, "rng": rng_state}, tmp / runtime_state_file(trainer.ctx.rank))
-        for sub in (p for p in tmp.rglob("*") if p.is_dir()):
-            fsync_dir(sub)
-        manifest = write_manifest(
-            tmp,
-            job_id=job_id,
-            segment_index=segment_index,
-            step=step,
-            model_digest=model_digest(trainer.model_tensors()),
-        )
-        _move_into_place(tmp, output_dir / CHECKPOINT_DIR)
+        torch.save({"step": step, "rng": rng_state}, tmp / runtime_state_file(group.info.rank))
+        # Every rank: gathering sharded weights (ZeRO-3) is itself a collective.
+        digest = model_digest(trainer.model_tensors())
+        group.barrier()
+        manifest: Manifest | None = None
+        if main:
+            for sub in (p for p in tmp.rglob("*") if p.is_dir()):
+                fsync_dir(sub)
+            manifest = write_manifest(
+                tmp,
+                job_id=job_id,
+                segment_index=segment_index,
+                step=step,
+                model_digest=digest,
+            )
+            _move_into_place(tmp, output_dir / CHECKPOINT_DIR)
+        group.barrier()
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if main:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return manifest
+    return manifest or _committed_manifest(output_dir)
+
+
+def _committed_manifest(output_dir: Path) -> Manifest:
+    """What rank 0 committed, as the other ranks read it after the last barrier."""
+    return read_manifest(output_dir / CHECKPOINT_DIR)
 
 
 def _move_into_place(tmp: Path, target: Path) -> None:

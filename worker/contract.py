@@ -78,6 +78,8 @@ class SegmentSpec:
     resume_path: str | None = None
     expect: ExpectedCheckpoint | None = None
     output_dir: str = "working"
+    # Worker processes (ranks) in the session: one per GPU on a t4x2, or CPU ranks over gloo.
+    nproc: int = 1
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

@@ -30,6 +30,19 @@ from worker.contract import (
     write_json_atomic,
 )
 from worker.deadline import SessionBudget
+from worker.distributed import (
+    DEFAULT_COLLECTIVE_TIMEOUT_SECONDS,
+    GO_ON,
+    STOP_COMPLETED,
+    STOP_DEADLINE,
+    STOP_FLAG,
+    RankGroup,
+    RankInfo,
+    SingleProcess,
+    join_rank_group,
+    launched_by_torchrun,
+)
+from worker.launch import launch_ranks
 from worker.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
 from worker.proctime import process_start_time
 from worker.rng import capture_rng_state, restore_rng_state, seed_everything
@@ -79,6 +92,14 @@ def configure_torch(config: Mapping[str, Any]) -> None:
     torch.set_num_threads(int(config.get("threads", 1)))
 
 
+_STOP_OUTCOMES: dict[int, str | None] = {
+    GO_ON: None,
+    STOP_DEADLINE: Outcome.DEADLINE,
+    STOP_FLAG: Outcome.STOPPED,
+    STOP_COMPLETED: Outcome.COMPLETED,
+}
+
+
 def short_error(exc: BaseException) -> str:
     text = "".join(traceback.format_exception(exc, limit=-5))
     return text[-ERROR_CHARS:]
@@ -104,8 +125,10 @@ class SegmentRunner:
         process_start: float,
         clock: Callable[[], float],
         stop_flag: StopFlag,
+        group: RankGroup | None = None,
     ) -> None:
         self.spec = spec
+        self.group = group or SingleProcess()
         self.root = root
         self.output_dir = root / spec.output_dir
         self.process_start = process_start
@@ -169,7 +192,9 @@ class SegmentRunner:
         trainer = trainer_cls(self._context())
         trainer.setup()
         if manifest is not None and spec.resume_path is not None:
-            resume = read_checkpoint(self.root / spec.resume_path, manifest, trainer.read_state)
+            resume = read_checkpoint(
+                self.root / spec.resume_path, manifest, trainer.read_state, self.group.info.rank
+            )
             trainer.load_state_dict(resume.trainer)
             # Last, so nothing between here and the first step draws from the restored streams.
             restore_rng_state(resume.rng)
@@ -188,17 +213,23 @@ class SegmentRunner:
             segment_index=spec.segment_index,
             total_steps=spec.total_steps,
             start_step=self.progress.step,
+            rank=self.group.info.rank,
+            world_size=self.group.info.world_size,
             logger=logging.getLogger("worker.trainer"),
         )
 
     def _stop_reason(self) -> str | None:
+        """This step's stop decision, the same on every rank: the MAX of what each proposes."""
+        return _STOP_OUTCOMES[self.group.agree_stop(self._local_stop_code())]
+
+    def _local_stop_code(self) -> int:
         if self.progress.step >= self.spec.total_steps:
-            return Outcome.COMPLETED
+            return STOP_COMPLETED
         if self.stop_flag.is_set:
-            return Outcome.STOPPED
+            return STOP_FLAG
         if self.budget.should_stop(self.clock()):
-            return Outcome.DEADLINE
-        return None
+            return STOP_DEADLINE
+        return GO_ON
 
     def _train(self, trainer: Trainer) -> str:
         log_every = max(1, int(self.spec.config.get("log_every", DEFAULT_LOG_EVERY)))
@@ -250,15 +281,17 @@ class SegmentRunner:
             capture_rng_state(),
             self.spec.job_id,
             self.spec.segment_index,
+            self.group,
         )
         self.result.timings.save = self.clock() - started
         self.result.model_digest = manifest.model_digest
         log.info("committed checkpoint at step %d (%d bytes)", manifest.step, manifest.total_bytes)
 
     def _finish(self) -> SegmentResult:
-        self.output_dir.mkdir(parents=True, exist_ok=True)
         self.result.timings.total = self.clock() - self.process_start
-        self.result.write(self.output_dir / RESULT_FILE)
+        if self.group.info.is_main:  # one result per segment, whatever the rank count
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            self.result.write(self.output_dir / RESULT_FILE)
         return self.result
 
 
@@ -287,12 +320,38 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     # A trainer module shipped inside the session root imports like one next to a script.
     sys.path.append(str(root))
+    if spec.nproc > 1 and not launched_by_torchrun():
+        result = launch_ranks(spec, root, process_start)
+    else:
+        result = run_rank(spec, root, process_start)
+    log.info("segment %d of %s: %s", spec.segment_index, spec.job_id, result.outcome)
+    return exit_code_for(result.outcome)
+
+
+def run_rank(spec: SegmentSpec, root: Path, process_start: float) -> SegmentResult:
+    """This process's part of the segment: the whole of it, or one rank of several."""
+    info = RankInfo.from_environ()
+    if info.world_size != spec.nproc:
+        raise SystemExit(
+            f"segment wants {spec.nproc} ranks, the launcher started {info.world_size}"
+        )
+    if info.world_size > 1:
+        rank_format = f"%(asctime)s rank{info.rank} %(name)s %(levelname)s %(message)s"
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(logging.Formatter(rank_format))
     with StopFlag() as stop_flag:
         import torch  # noqa: F401  (counted as startup: it is a fixed cost of every session)
 
-        runner = SegmentRunner(
-            spec, root, process_start=process_start, clock=time.time, stop_flag=stop_flag
+        timeout = float(
+            spec.config.get("collective_timeout_seconds", DEFAULT_COLLECTIVE_TIMEOUT_SECONDS)
         )
-        result = runner.run()
-    log.info("segment %d of %s: %s", spec.segment_index, spec.job_id, result.outcome)
-    return exit_code_for(result.outcome)
+        group = join_rank_group(info, timeout)
+        runner = SegmentRunner(
+            spec,
+            root,
+            process_start=process_start,
+            clock=time.time,
+            stop_flag=stop_flag,
+            group=group,
+        )
+        return runner.run()

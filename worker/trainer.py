@@ -70,10 +70,14 @@ class Trainer(abc.ABC):
         """Write `state` into the uncommitted checkpoint directory; override with `read_state`.
 
         Runs before the manifest exists, so a crash here leaves no valid checkpoint behind.
+        Every rank calls it on the same directory. By default only rank 0 writes, which suits
+        data parallelism (every rank holds the same state); a trainer whose state differs by
+        rank (sharded optimizers) writes one file per rank.
         """
         import torch
 
-        torch.save(state, directory / TRAINER_STATE_FILE)
+        if self.ctx.rank == 0:
+            torch.save(state, directory / TRAINER_STATE_FILE)
 
     def read_state(self, directory: Path) -> dict[str, Any]:
         """Read what `write_state` wrote from a verified checkpoint directory."""

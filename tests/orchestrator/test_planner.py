@@ -75,3 +75,16 @@ def test_a_session_must_be_at_least_twice_its_fixed_costs() -> None:
     # 3.5 s start-up and load + 1 s save + 0.5 s exit = 5 s of fixed cost per session.
     assert booting.fixed_seconds == pytest.approx(5.0)
     assert minimum_session_seconds([booting]) == pytest.approx(10.0)
+
+
+def test_the_segment_carries_the_jobs_rank_count() -> None:
+    spec = JobSpec.model_validate(job_spec(nproc=2))
+    segment = build_segment_spec("j1", spec, plan_next_segment(spec, 0, None, []))
+    assert segment.nproc == 2
+    assert build_segment_spec("j1", SPEC, plan_next_segment(SPEC, 0, None, [])).nproc == 1
+
+
+@pytest.mark.parametrize("nproc", [0, 9])
+def test_rank_count_is_one_to_eight(nproc: int) -> None:
+    with pytest.raises(ValueError, match="nproc"):
+        JobSpec.model_validate(job_spec(nproc=nproc))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -88,3 +89,23 @@ def run_worker(root: Path, timeout: float = 120) -> subprocess.CompletedProcess[
         timeout=timeout,
         check=False,
     )
+
+
+STEP_LOG = re.compile(r"\bstep (\d+)/\d+\b")
+
+
+def terminate_after_step(root: Path, step: int, timeout: float = 120) -> int:
+    """Run a worker and SIGTERM it once its log shows `step`; returns its exit code.
+
+    Deterministic in what it asserts: the worker stops at whatever step the signal reaches it,
+    and commits there, however fast or slow the machine is.
+    """
+    process = start_worker(root)
+    assert process.stderr is not None
+    for line in process.stderr:
+        found = STEP_LOG.search(line)
+        if found and int(found.group(1)) >= step:
+            process.terminate()
+            break
+    process.communicate(timeout=timeout)
+    return process.returncode

@@ -1,0 +1,78 @@
+"""Starts the ranks of a multi-rank segment under torchrun and reports how they ended.
+
+`python -m worker --root DIR` with `nproc > 1` in segment.json becomes this launcher. It runs
+torchrun in the same session directory, so every backend that starts the worker gets multi-rank
+segments for free. torchrun's elastic agent watches the ranks: when one exits non-zero or is
+killed, it stops the others (no restarts: a retry is the orchestrator's decision, from the last
+commit). Rank 0 writes result.json; if it died before it could, this launcher writes the
+failure, so a segment never ends without a result.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import FrameType
+
+from worker.contract import RESULT_FILE, Outcome, SegmentResult, SegmentSpec
+
+log = logging.getLogger("worker.launch")
+
+# How often torchrun's agent looks at its ranks; a dead rank is noticed within this.
+MONITOR_INTERVAL_SECONDS = 0.2
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def torchrun_command(root: Path, nproc: int, started_at: float) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",  # a private rendezvous on a free local port
+        f"--nproc-per-node={nproc}",
+        "--max-restarts=0",
+        f"--monitor-interval={MONITOR_INTERVAL_SECONDS}",
+        "-m",
+        "worker",
+        "--root",
+        str(root),
+        "--started-at",
+        repr(started_at),
+    ]
+
+
+def launch_ranks(spec: SegmentSpec, root: Path, started_at: float) -> SegmentResult:
+    """Run every rank to its end; return rank 0's result, or a failure if it left none."""
+    result_path = root / spec.output_dir / RESULT_FILE
+    # A result left by an earlier attempt must not pass for this one's.
+    result_path.unlink(missing_ok=True)
+    process = subprocess.Popen(torchrun_command(root, spec.nproc, started_at))
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        process.send_signal(signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
+    try:
+        returncode = process.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if result_path.exists():
+        return SegmentResult.read(result_path)
+    log.error("torchrun exited %d and rank 0 left no result", returncode)
+    start_step = spec.expect.step if spec.expect else 0
+    result = SegmentResult(
+        job_id=spec.job_id,
+        segment_index=spec.segment_index,
+        outcome=Outcome.FAILED,
+        start_step=start_step,
+        end_step=start_step,
+        limit_seconds=spec.limit_seconds,
+        error=f"a rank failed before rank 0 reported; torchrun exited {returncode}",
+    )
+    result_path.parent.mkdir(parents=True, exist_ok=True)
+    result.write(result_path)
+    return result
