@@ -255,6 +255,8 @@ class SegmentRunner:
     def _beat(self, now: float, loss: float | None) -> None:
         """Rewrite working/heartbeat.json after the first step, then at most every second."""
         last = self.progress.last_beat
+        if not self.group.info.is_main:
+            return  # one writer: the ranks would race on the same temp file
         if last is not None and now - last < HEARTBEAT_SECONDS:
             return
         self.progress.last_beat = now
