@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from pathlib import Path
 
 import platformdirs
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _top_level_names(directory: Path) -> set[str]:
+    """Packages (directories with __init__.py) and modules directly inside `directory`."""
+    names = set()
+    for entry in directory.iterdir():
+        if entry.is_dir() and (entry / "__init__.py").is_file() and entry.name.isidentifier():
+            names.add(entry.name)
+        elif entry.suffix == ".py" and entry.stem.isidentifier():
+            names.add(entry.stem)
+    return names
 
 
 def _default_data_dir() -> Path:
@@ -32,6 +44,27 @@ class Settings(BaseSettings):
     # Comma-separated Fernet keys that encrypt stored credentials: the first encrypts, all
     # decrypt. Production sets it; unset, a key is generated into data_dir/secret.key.
     secret_keys: SecretStr | None = None
+
+    # Requests with a larger body get 413 before anything reads it.
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # Top-level packages whose modules jobs may name as their trainer (comma-separated).
+    trainer_packages: str = "trainers"
+    # Directories of the operator's trainer code (os.pathsep-separated): every package or module
+    # in them may be named too, and they are searched before the server's own import path.
+    trainer_paths: str = ""
+
+    @property
+    def trainer_path_dirs(self) -> list[Path]:
+        return [Path(entry) for entry in self.trainer_paths.split(os.pathsep) if entry.strip()]
+
+    @property
+    def allowed_trainer_packages(self) -> set[str]:
+        """The configured packages plus those found in the trainer paths."""
+        allowed = {name.strip() for name in self.trainer_packages.split(",") if name.strip()}
+        for directory in self.trainer_path_dirs:
+            if directory.is_dir():
+                allowed.update(_top_level_names(directory))
+        return allowed
 
     @cached_property
     def resolved_database_url(self) -> str:

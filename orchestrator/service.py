@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from orchestrator.api.deps import Services
 from orchestrator.auth import ensure_admin_token
 from orchestrator.backends.kaggle.client import ClientFactory, production_client
@@ -13,6 +16,7 @@ from orchestrator.engine import Engine
 from orchestrator.migrate import upgrade
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox, load_secret_box
+from orchestrator.trainer_lookup import TrainerFinder
 
 
 def build_backends(
@@ -70,4 +74,17 @@ def build_services(
         db, backends, settings.checkpoints_dir, keep_checkpoints=settings.keep_checkpoints
     )
     loop = ReconcileLoop(engine, settings.reconcile_interval_seconds) if embedded_loop else None
-    return Services(settings=settings, db=db, engine=engine, loop=loop, secret_box=box)
+    return Services(
+        settings=settings,
+        db=db,
+        engine=engine,
+        loop=loop,
+        secret_box=box,
+        trainers=build_trainer_finder(settings),
+    )
+
+
+def build_trainer_finder(settings: Settings) -> TrainerFinder:
+    """Search the trainer paths, then where sessions run from (their PYTHONPATH), then ours."""
+    search = [str(path) for path in settings.trainer_path_dirs]
+    return TrainerFinder(settings.allowed_trainer_packages, [*search, os.getcwd(), *sys.path])

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import ast
 import enum
-import importlib.util
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +18,8 @@ MAX_CONFIG_BYTES = 64 * 1024
 MIN_SESSION_SECONDS = 5.0
 MAX_SESSION_SECONDS = 7 * 24 * 3600
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-TRAINER_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+# Checked against the allowed trainer packages at submit (orchestrator/trainer_lookup.py).
+TRAINER_PATTERN = r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$"
 MAX_NPROC = 8
 
 
@@ -28,14 +28,16 @@ class MarginSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    k_steps: float = Field(default=2.0, ge=0, le=100)
-    safety_seconds: float = Field(default=1.0, ge=0, le=3600)
+    k_steps: float = Field(default=2.0, ge=0, le=100, strict=True, allow_inf_nan=False)
+    safety_seconds: float = Field(default=1.0, ge=0, le=3600, strict=True, allow_inf_nan=False)
 
 
 class SessionSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    limit_seconds: float = Field(ge=MIN_SESSION_SECONDS, le=MAX_SESSION_SECONDS)
+    limit_seconds: float = Field(
+        ge=MIN_SESSION_SECONDS, le=MAX_SESSION_SECONDS, strict=True, allow_inf_nan=False
+    )
     margin: MarginSpec = Field(default_factory=MarginSpec)
 
 
@@ -43,7 +45,7 @@ class RetrySpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # Consecutive failed segments tolerated; one more fails the job.
-    max_failures: int = Field(default=3, ge=0, le=100)
+    max_failures: int = Field(default=3, ge=0, le=100, strict=True)
 
 
 def field_error(model: str, loc: tuple[str, ...], message: str, value: Any) -> ValidationError:
@@ -73,6 +75,7 @@ KAGGLE_SESSION_SECONDS = {Accelerator.TPU: 9 * 3600.0}
 KAGGLE_DEFAULT_SESSION_SECONDS = 12 * 3600.0
 SOURCE_PATTERN = r"^[A-Za-z0-9][\w-]*/[A-Za-z0-9][\w.-]*(/\d+)?$"
 REQUIREMENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~ ]*$"
+DOCKER_IMAGE_PATTERN = r"^[A-Za-z0-9][\w.\-/:@]*$"
 
 
 class KaggleSpec(BaseModel):
@@ -81,21 +84,25 @@ class KaggleSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     accelerator: Accelerator = Accelerator.T4X2
-    enable_internet: bool = False
+    enable_internet: bool = Field(default=False, strict=True)
     # pip requirements installed at the start of each session (needs enable_internet).
     requirements: list[str] = Field(default_factory=list, max_length=50)
     dataset_sources: list[str] = Field(default_factory=list, max_length=20)
     kernel_sources: list[str] = Field(default_factory=list, max_length=20)
     model_sources: list[str] = Field(default_factory=list, max_length=20)
-    docker_image: str | None = Field(default=None, max_length=256)
-    is_private: bool = True
+    docker_image: str | None = Field(default=None, max_length=256, pattern=DOCKER_IMAGE_PATTERN)
+    is_private: bool = Field(default=True, strict=True)
     # Quota kept back from sizing a segment: the last session of the week stops this much early.
-    quota_reserve_seconds: float = Field(default=1800.0, ge=0, le=24 * 3600)
+    quota_reserve_seconds: float = Field(
+        default=1800.0, ge=0, le=24 * 3600, strict=True, allow_inf_nan=False
+    )
     # The segment publishes its checkpoint and pushes its successor itself (needs internet and
     # a Kaggle Secret named BATON_KAGGLE_KEY attached to the kernel).
-    self_chain: bool = False
+    self_chain: bool = Field(default=False, strict=True)
     # Session time a self-chaining segment keeps for publishing and pushing, until measured.
-    chain_reserve_seconds: float = Field(default=120.0, ge=0, le=3600)
+    chain_reserve_seconds: float = Field(
+        default=120.0, ge=0, le=3600, strict=True, allow_inf_nan=False
+    )
 
     @field_validator("dataset_sources", "kernel_sources", "model_sources")
     @classmethod
@@ -145,13 +152,13 @@ class JobSpec(BaseModel):
     backend: Literal["local", "kaggle"]
     trainer: str = Field(max_length=256, pattern=TRAINER_PATTERN)
     config: dict[str, Any] = Field(default_factory=dict)
-    total_steps: int = Field(gt=0, le=10**9)
-    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    total_steps: int = Field(gt=0, le=10**9, strict=True)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, strict=True)
     session: SessionSpec
     retry: RetrySpec = Field(default_factory=RetrySpec)
     kaggle: KaggleSpec | None = None
     # Ranks per session (torchrun): 2 uses both GPUs of a t4x2; locally, CPU ranks over gloo.
-    nproc: int = Field(default=1, ge=1, le=MAX_NPROC)
+    nproc: int = Field(default=1, ge=1, le=MAX_NPROC, strict=True)
 
     @model_validator(mode="after")
     def _kaggle_options_fit(self) -> JobSpec:
@@ -168,19 +175,44 @@ class JobSpec(BaseModel):
             raise field_error("JobSpec", ("session", "limit_seconds"), message, limit)
         return self
 
-    @field_validator("trainer")
-    @classmethod
-    def _trainer_exists(cls, value: str) -> str:
-        find_trainer(value)
-        return value
-
     @field_validator("config")
     @classmethod
     def _config_fits(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_json_values(value, "config")
         size = len(json.dumps(value, default=str))
         if size > MAX_CONFIG_BYTES:
             raise ValueError(f"config is {size} bytes; the limit is {MAX_CONFIG_BYTES}")
         return value
+
+
+def check_json_values(value: Any, where: str, depth: int = 0) -> None:
+    """Refuse what a JSON column would silently change or the database refuses to store.
+
+    A NaN or Infinity would be stored as null; a NUL character or a lone surrogate makes
+    PostgreSQL (and UTF-8 itself) fail.
+    """
+    if depth > 32:
+        raise ValueError(f"{where} is nested more than 32 levels deep")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where} holds {value}: only finite numbers are allowed")
+    if isinstance(value, str):
+        check_text(value, where)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(str(key), f"{where} key")
+            check_json_values(item, f"{where}.{str(key)[:40]}", depth + 1)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_json_values(item, f"{where}[{index}]", depth + 1)
+
+
+def check_text(value: str, where: str) -> None:
+    if "\x00" in value:
+        raise ValueError(f"{where} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{where} contains a lone surrogate, which is not valid text") from None
 
 
 def spec_warnings(spec: dict[str, Any]) -> list[str]:
@@ -191,28 +223,6 @@ def spec_warnings(spec: dict[str, Any]) -> list[str]:
             "is pushed as t4x2 (NvidiaTeslaT4)."
         ]
     return []
-
-
-def find_trainer(path: str) -> None:
-    """Check that "module:Class" names a class or function without importing it.
-
-    Importing would pull in torch, which the orchestrator must not need.
-    """
-    module_name, _, attr = path.partition(":")
-    try:
-        found = importlib.util.find_spec(module_name)
-    except (ImportError, ValueError):
-        found = None
-    if found is None or found.origin is None or not found.origin.endswith(".py"):
-        raise ValueError(f"trainer module {module_name!r} was not found")
-    tree = ast.parse(Path(found.origin).read_text())
-    names = {
-        node.name
-        for node in tree.body
-        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-    }
-    if attr not in names:
-        raise ValueError(f"trainer module {module_name!r} defines no {attr!r}")
 
 
 def load_spec_file(path: Path) -> dict[str, Any]:

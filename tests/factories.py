@@ -51,6 +51,8 @@ def make_settings(data_dir: Path, **overrides: Any) -> Settings:
         "admin_token": ADMIN_TOKEN,
         "reconcile_interval_seconds": 0.2,
         "kill_grace_seconds": 2.0,
+        # The test trainers live in tests/support.
+        "trainer_packages": "trainers,tests",
     }
     values.update(overrides)
     return Settings(**values)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from orchestrator.auth import user_for_token
@@ -15,6 +15,7 @@ from orchestrator.engine import Engine
 from orchestrator.models import User
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox
+from orchestrator.trainer_lookup import TrainerFinder
 
 
 @dataclass
@@ -25,6 +26,8 @@ class Services:
     loop: ReconcileLoop | None
     # Encrypts and decrypts stored credentials (orchestrator/credentials.py).
     secret_box: SecretBox
+    # Checks a submitted trainer without importing it (orchestrator/trainer_lookup.py).
+    trainers: TrainerFinder
 
 
 def get_services(request: Request) -> Services:
@@ -54,3 +57,8 @@ def current_user(
 
 
 CurrentUser = Annotated[User, Depends(current_user)]
+
+# Ids are checked before any query: a NUL byte or a 10,000-character id never reaches the
+# database (PostgreSQL refuses NUL in text with an error, not a miss).
+ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+JobId = Annotated[str, Path(pattern=ID_PATTERN, description="A job id, as submit returned it")]

@@ -9,8 +9,10 @@ from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from orchestrator.api.body_limit import BodyLimit
 from orchestrator.api.deps import Services
 from orchestrator.api.routes import checkpoints, credentials, health, jobs, quota
+from orchestrator.api.validation_errors import validation_error_answer
 from orchestrator.engine import JobNotFound
 from orchestrator.lifecycle import ActionConflict
 from orchestrator.queries import JobNotVisible
@@ -40,7 +42,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(checkpoints.router)
     app.include_router(credentials.router)
     app.include_router(quota.router)
-    app.add_exception_handler(RequestValidationError, credentials.redact_validation_errors)
+    app.add_exception_handler(RequestValidationError, validation_error_answer)
+    app.add_middleware(BodyLimit, max_bytes=services.settings.max_body_bytes)
 
     @app.exception_handler(ActionConflict)
     @app.exception_handler(IllegalTransition)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Path, status
 from fastapi.responses import FileResponse
 
 from orchestrator import queries
-from orchestrator.api.deps import CurrentUser, ServicesDep
+from orchestrator.api.deps import CurrentUser, JobId, ServicesDep
 from worker.contract import MANIFEST_FILE
 
 router = APIRouter(
@@ -32,7 +32,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     responses=_RESPONSES,
 )
 def checkpoint_file(
-    job_id: str,
+    job_id: JobId,
     step: Annotated[int, Path(ge=0, le=2**62)],
     name: str,
     user: CurrentUser,

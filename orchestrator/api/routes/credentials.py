@@ -8,10 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request, Response, status
-from fastapi.exception_handlers import request_validation_exception_handler
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, HTTPException, Response, status
 from pydantic import BaseModel
 
 from orchestrator.api.deps import CurrentUser, ServicesDep
@@ -83,17 +80,3 @@ def forget_credentials(user: CurrentUser, services: ServicesDep) -> Response:
         if not delete_kaggle_credentials(session, user.id):
             raise _not_found()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-async def redact_validation_errors(request: Request, exc: Exception) -> JSONResponse:
-    """A 422 that names the field without echoing its input, under the credentials routes only.
-
-    FastAPI's default 422 repeats each rejected value, which here would be the API key.
-    """
-    assert isinstance(exc, RequestValidationError)  # registered for this exception only
-    if not request.url.path.startswith(PREFIX):
-        return await request_validation_exception_handler(request, exc)
-    errors = [
-        {"loc": error["loc"], "msg": error["msg"], "type": error["type"]} for error in exc.errors()
-    ]
-    return JSONResponse({"detail": errors}, status_code=422)

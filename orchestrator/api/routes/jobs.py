@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
 
 from orchestrator import queries
-from orchestrator.api.deps import CurrentUser, ServicesDep
+from orchestrator.api.deps import CurrentUser, JobId, ServicesDep
 from orchestrator.api.schemas import (
     CheckpointOut,
     EventOut,
@@ -22,6 +22,7 @@ from orchestrator.backends.base import Rejected, Transient
 from orchestrator.lifecycle import JobState, UserAction
 from orchestrator.models import KaggleCredential, User
 from orchestrator.spec import JobSpec
+from orchestrator.trainer_lookup import TrainerRejected
 
 router = APIRouter(
     prefix="/api/v1/jobs",
@@ -42,6 +43,12 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {
     responses={400: {"description": "The body could not be read as JSON"}},
 )
 def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOut:
+    try:
+        services.trainers.check(spec.trainer)
+    except TrainerRejected as exc:
+        raise RequestValidationError(
+            [{"loc": ("body", "trainer"), "msg": str(exc), "type": "value_error"}]
+        ) from exc
     if spec.backend == "kaggle":
         with services.db.transaction() as session:
             configured = session.get(KaggleCredential, user.id) is not None
@@ -76,7 +83,7 @@ def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=_NOT_FOUND)
-def get_job(job_id: str, user: CurrentUser, services: ServicesDep) -> JobOut:
+def get_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
     with services.db.transaction() as session:
         return queries.get_job(session, user.id, job_id)
 
@@ -92,25 +99,25 @@ def _act(job_id: str, user: User, services: ServicesDep, action: UserAction) -> 
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)
-def cancel_job(job_id: str, user: CurrentUser, services: ServicesDep) -> JobOut:
+def cancel_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
     """Cancel the job; a running session is killed and its unsaved progress is lost."""
     return _act(job_id, user, services, UserAction.CANCEL)
 
 
 @router.post("/{job_id}/pause", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)
-def pause_job(job_id: str, user: CurrentUser, services: ServicesDep) -> JobOut:
+def pause_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
     """Pause; a running segment commits a checkpoint early and the job pauses after it."""
     return _act(job_id, user, services, UserAction.PAUSE)
 
 
 @router.post("/{job_id}/resume", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)
-def resume_job(job_id: str, user: CurrentUser, services: ServicesDep) -> JobOut:
+def resume_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
     """Resume a paused job, or retry a failed one from its last checkpoint."""
     return _act(job_id, user, services, UserAction.RESUME)
 
 
 @router.get("/{job_id}/segments", response_model=list[SegmentOut], responses=_NOT_FOUND)
-def list_segments(job_id: str, user: CurrentUser, services: ServicesDep) -> list[SegmentOut]:
+def list_segments(job_id: JobId, user: CurrentUser, services: ServicesDep) -> list[SegmentOut]:
     with services.db.transaction() as session:
         return queries.list_segments(session, user.id, job_id)
 
@@ -121,7 +128,7 @@ def list_segments(job_id: str, user: CurrentUser, services: ServicesDep) -> list
     responses=_NOT_FOUND | {200: {"content": {"text/plain": {}}}},
 )
 def segment_log(
-    job_id: str,
+    job_id: JobId,
     index: Annotated[int, Path(ge=0, le=10**6)],
     user: CurrentUser,
     services: ServicesDep,
@@ -144,7 +151,7 @@ def segment_log(
 
 @router.get("/{job_id}/events", response_model=list[EventOut], responses=_NOT_FOUND)
 def list_events(
-    job_id: str,
+    job_id: JobId,
     user: CurrentUser,
     services: ServicesDep,
     after: Annotated[int, Query(ge=0, le=2**62, description="only events with a larger id")] = 0,
@@ -154,14 +161,16 @@ def list_events(
 
 
 @router.get("/{job_id}/metrics", response_model=list[MetricPoint], responses=_NOT_FOUND)
-def list_metrics(job_id: str, user: CurrentUser, services: ServicesDep) -> list[MetricPoint]:
+def list_metrics(job_id: JobId, user: CurrentUser, services: ServicesDep) -> list[MetricPoint]:
     """The metric series of every committed segment, in step order."""
     with services.db.transaction() as session:
         return queries.list_metrics(session, user.id, job_id)
 
 
 @router.get("/{job_id}/checkpoints", response_model=list[CheckpointOut], responses=_NOT_FOUND)
-def list_checkpoints(job_id: str, user: CurrentUser, services: ServicesDep) -> list[CheckpointOut]:
+def list_checkpoints(
+    job_id: JobId, user: CurrentUser, services: ServicesDep
+) -> list[CheckpointOut]:
     """The job's committed checkpoints with their manifests, oldest first."""
     with services.db.transaction() as session:
         return queries.list_checkpoints(session, user.id, job_id)

@@ -1,0 +1,199 @@
+"""Careless and hostile input gets 4xx, small answers and no 500, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.factories import job_spec, make_settings, running_api
+
+BIG = 50 * 1024 * 1024
+
+
+def _post(client: TestClient, body: Any) -> Any:
+    """Send `body` as Python's json writes it: NaN and Infinity included, as browsers can't."""
+    return client.post(
+        "/api/v1/jobs", content=json.dumps(body), headers={"Content-Type": "application/json"}
+    )
+
+
+@pytest.fixture
+def client(tmp_path: Path, database_url: str) -> Iterator[TestClient]:
+    settings = make_settings(tmp_path / "data", database_url=database_url)
+    with running_api(settings, embedded_loop=False) as api:
+        yield api
+
+
+@pytest.mark.parametrize("with_token", [True, False])
+def test_a_50_mb_body_gets_413_before_it_is_read(api: TestClient, with_token: bool) -> None:
+    headers = {"Content-Type": "application/json"}
+    if not with_token:
+        api.headers.pop("Authorization")
+    started = time.monotonic()
+    response = api.post("/api/v1/jobs", content=b"x" * BIG, headers=headers)
+    assert response.status_code == 413
+    assert len(response.content) < 200
+    # Reading and parsing 50 MB takes seconds; refusing it by its header takes nothing.
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_body_without_a_length_is_cut_off_at_the_limit(api: TestClient) -> None:
+    sent = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal sent
+        for _ in range(BIG // 65536):
+            sent += 65536
+            yield b" " * 65536
+
+    response = api.post(
+        "/api/v1/jobs", content=chunks(), headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 413
+
+
+def test_the_limit_is_an_operator_setting(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "data", max_body_bytes=2048)
+    with running_api(settings, embedded_loop=False) as api:
+        padded = job_spec(config={"pad": "x" * 4000})
+        assert api.post("/api/v1/jobs", json=padded).status_code == 413
+        assert api.post("/api/v1/jobs", json=job_spec()).status_code == 201
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "x" * 900_000},
+        {f"extra{index}": "y" * 100 for index in range(5000)},
+        {"k" * 500_000: 1},
+        [1] * 100_000,
+        job_spec(kaggle={"requirements": ["!" * 1000] * 50}),
+    ],
+    ids=["huge-field", "many-extras", "huge-key", "huge-list", "many-bad-items"],
+)
+def test_no_422_answer_exceeds_4_kib(api: TestClient, body: Any) -> None:
+    response = api.post("/api/v1/jobs", json=body)
+    assert response.status_code == 422
+    assert len(response.content) <= 4096
+    assert response.json()["detail"]
+
+
+BAD_NUMBERS = [
+    ("session", "limit_seconds", float("nan")),
+    ("session", "limit_seconds", float("inf")),
+    ("session", "limit_seconds", "600"),
+    ("session", "limit_seconds", True),
+    ("margin", "k_steps", float("nan")),
+    ("margin", "k_steps", float("-inf")),
+    ("margin", "safety_seconds", "1"),
+    (None, "total_steps", "10"),
+    (None, "total_steps", True),
+    (None, "total_steps", 10.0),
+    (None, "total_steps", 10.5),
+    (None, "seed", "7"),
+    ("retry", "max_failures", False),
+]
+
+
+def _with(place: str | None, field: str, value: Any) -> dict[str, Any]:
+    spec = job_spec()
+    if place is None:
+        spec[field] = value
+    elif place == "margin":
+        spec["session"]["margin"][field] = value
+    else:
+        spec[place][field] = value
+    return spec
+
+
+@pytest.mark.parametrize(("place", "field", "value"), BAD_NUMBERS)
+def test_numbers_are_finite_and_never_coerced(
+    api: TestClient, place: str | None, field: str, value: Any
+) -> None:
+    response = _post(api, _with(place, field, value))
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"][-1] == field
+
+
+def test_kaggle_booleans_are_not_coerced(api: TestClient) -> None:
+    spec = job_spec(backend="kaggle", kaggle={"enable_internet": "yes"})
+    response = api.post("/api/v1/jobs", json=spec)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"][-1] == "enable_internet"
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"lr": float("nan")},
+        {"nested": [1, {"x": float("inf")}]},
+        {"text": "a\x00b"},
+        {"a\x00": 1},
+        {"text": "\ud800"},
+        {"\udfff": 1},
+    ],
+    ids=["nan", "nested-inf", "nul", "nul-key", "surrogate", "surrogate-key"],
+)
+def test_config_keeps_only_what_json_and_the_database_keep(
+    client: TestClient, config: dict[str, Any]
+) -> None:
+    response = _post(client, job_spec(config=config))
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"][:2] == ["body", "config"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"name": "\\ud800"}',
+        b"[" * 200_000,
+        b'{"a":' * 100_000,
+        b"\xff\xfe",
+        b"NaN",
+        b'{"total_steps": 1e999}',
+    ],
+    ids=["surrogate-name", "deep-list", "deep-object", "not-utf8", "bare-nan", "overflow"],
+)
+def test_malformed_bodies_get_4xx(client: TestClient, body: bytes) -> None:
+    response = client.post(
+        "/api/v1/jobs", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert 400 <= response.status_code < 500, response.text
+    assert len(response.content) <= 4096
+
+
+JOB_ROUTES = [
+    ("get", ""),
+    ("post", "/cancel"),
+    ("post", "/pause"),
+    ("post", "/resume"),
+    ("get", "/segments"),
+    ("get", "/segments/0/log"),
+    ("get", "/events"),
+    ("get", "/metrics"),
+]
+
+
+ODD_IDS = ["%00", "j%00x", "x" * 10_000, "%ED%A0%80", "%FF", "a b", "..%2F"]
+
+
+@pytest.mark.parametrize("job_id", ODD_IDS)
+@pytest.mark.parametrize(("method", "suffix"), JOB_ROUTES)
+def test_odd_job_ids_get_404_or_422(
+    client: TestClient, job_id: str, method: str, suffix: str
+) -> None:
+    response = client.request(method, f"/api/v1/jobs/{job_id}{suffix}")
+    assert response.status_code in (404, 422), response.text
+    assert len(response.content) <= 4096
+
+
+def test_a_stored_job_still_answers_normally(client: TestClient) -> None:
+    job = client.post("/api/v1/jobs", json=job_spec()).json()
+    assert client.get(f"/api/v1/jobs/{job['id']}").status_code == 200
+    assert json.loads(client.get(f"/api/v1/jobs/{job['id']}/events").text)
