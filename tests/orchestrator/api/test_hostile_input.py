@@ -177,6 +177,7 @@ JOB_ROUTES = [
     ("get", "/segments/0/log"),
     ("get", "/events"),
     ("get", "/metrics"),
+    ("get", "/checkpoints"),
 ]
 
 
