@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import Field, SecretStr
@@ -44,6 +46,14 @@ class Settings(BaseSettings):
     # Comma-separated Fernet keys that encrypt stored credentials: the first encrypts, all
     # decrypt. Production sets it; unset, a key is generated into data_dir/secret.key.
     secret_keys: SecretStr | None = None
+    # Who reconciles: the loop inside `baton serve`, or Celery workers and beat (at scale).
+    reconciler: Literal["embedded", "celery"] = "embedded"
+    # The Celery broker (orchestrator/tasks.py).
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    # The host whose workers run local sessions; local jobs' tasks go to its queue only.
+    local_host: str = Field(default_factory=socket.gethostname)
+    # How often beat fans out the ids of jobs due for attention.
+    beat_interval_seconds: float = Field(default=1.0, gt=0)
 
     # Requests with a larger body get 413 before anything reads it.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)

@@ -10,9 +10,11 @@ from orchestrator.auth import ensure_admin_token
 from orchestrator.backends.kaggle.client import ClientFactory, production_client
 from orchestrator.backends.local import LocalBackend
 from orchestrator.backends.registry import Backends
+from orchestrator.celery_app import CeleryNudger, make_app
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.engine import Engine
+from orchestrator.metrics import CountingBackends
 from orchestrator.migrate import upgrade
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox, load_secret_box
@@ -63,17 +65,29 @@ def prestart(settings: Settings) -> None:
 def build_services(
     settings: Settings,
     *,
-    embedded_loop: bool = True,
+    embedded_loop: bool | None = None,
     kaggle_clients: ClientFactory = production_client,
 ) -> Services:
-    """`kaggle_clients` is the one seam to Kaggle; tests point it at the emulator."""
+    """`kaggle_clients` is the one seam to Kaggle; tests point it at the emulator.
+
+    The embedded loop runs unless BATON_RECONCILER=celery hands reconciling to Celery workers
+    and beat; then user actions are sent to them as nudges instead.
+    """
+    if embedded_loop is None:
+        embedded_loop = settings.reconciler == "embedded"
     db = Database(settings.resolved_database_url)
     box = build_secret_box(settings)
     backends = build_backends(settings, db, box, kaggle_clients)
     engine = Engine(
-        db, backends, settings.checkpoints_dir, keep_checkpoints=settings.keep_checkpoints
+        db,
+        CountingBackends(backends),
+        settings.checkpoints_dir,
+        keep_checkpoints=settings.keep_checkpoints,
     )
     loop = ReconcileLoop(engine, settings.reconcile_interval_seconds) if embedded_loop else None
+    enqueue = None
+    if settings.reconciler == "celery":
+        enqueue = CeleryNudger(make_app(settings), settings.local_host)
     return Services(
         settings=settings,
         db=db,
@@ -81,6 +95,7 @@ def build_services(
         loop=loop,
         secret_box=box,
         trainers=build_trainer_finder(settings),
+        enqueue=enqueue,
     )
 
 

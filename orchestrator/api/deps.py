@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -12,7 +13,7 @@ from orchestrator.auth import user_for_token
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.engine import Engine
-from orchestrator.models import User
+from orchestrator.models import Job, User
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox
 from orchestrator.trainer_lookup import TrainerFinder
@@ -28,6 +29,15 @@ class Services:
     secret_box: SecretBox
     # Checks a submitted trainer without importing it (orchestrator/trainer_lookup.py).
     trainers: TrainerFinder
+    # At scale: sends a Celery reconcile for (job id, backend) (orchestrator/celery_app.py).
+    enqueue: Callable[[str, str], None] | None = None
+
+    def nudge(self, job: Job) -> None:
+        """After a commit: have the job looked at now rather than on the next tick."""
+        if self.loop is not None:
+            self.loop.wake()
+        if self.enqueue is not None:
+            self.enqueue(job.id, job.backend)
 
 
 def get_services(request: Request) -> Services:

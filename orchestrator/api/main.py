@@ -11,10 +11,11 @@ from fastapi.responses import JSONResponse
 
 from orchestrator.api.body_limit import BodyLimit
 from orchestrator.api.deps import Services
-from orchestrator.api.routes import checkpoints, credentials, health, jobs, quota
+from orchestrator.api.routes import checkpoints, credentials, health, jobs, metrics, quota
 from orchestrator.api.validation_errors import validation_error_answer
 from orchestrator.engine import JobNotFound
 from orchestrator.lifecycle import ActionConflict
+from orchestrator.metrics import api_registry
 from orchestrator.queries import JobNotVisible
 from orchestrator.transitions import IllegalTransition, StaleState
 
@@ -37,7 +38,9 @@ def create_app(services: Services) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.services = services
+    app.state.metrics_registry = api_registry(services.db)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.include_router(jobs.router)
     app.include_router(checkpoints.router)
     app.include_router(credentials.router)

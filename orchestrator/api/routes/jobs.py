@@ -64,8 +64,7 @@ def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOu
                 ]
             )
     job = services.engine.submit(user.id, spec)
-    if services.loop is not None:
-        services.loop.wake()
+    services.nudge(job)
     with services.db.transaction() as session:
         return queries.get_job(session, user.id, job.id)
 
@@ -91,9 +90,8 @@ def get_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
 def _act(job_id: str, user: User, services: ServicesDep, action: UserAction) -> JobOut:
     with services.db.transaction() as session:
         queries.own_job(session, user.id, job_id)
-    services.engine.act(user.id, job_id, action)
-    if services.loop is not None:
-        services.loop.wake()
+    job = services.engine.act(user.id, job_id, action)
+    services.nudge(job)
     with services.db.transaction() as session:
         return queries.get_job(session, user.id, job_id)
 

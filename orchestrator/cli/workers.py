@@ -1,0 +1,94 @@
+"""`baton worker` and `baton beat`: Celery workers and beat, for BATON_RECONCILER=celery."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from typing import Annotated
+
+import redis
+import typer
+from prometheus_client import start_http_server
+
+from orchestrator.celery_app import SHARED_QUEUE, DispatchGuard, local_queue
+from orchestrator.config import Settings
+from orchestrator.metrics import process_registry
+
+
+def worker_argv(settings: Settings, concurrency: int, local: bool) -> list[str]:
+    """Threads, not forked children: a reconcile mostly waits on the database and backends,
+    and one process per worker means a killed worker leaves no orphan holding a message."""
+    queues = [SHARED_QUEUE] + ([local_queue(settings.local_host)] if local else [])
+    return [
+        "worker",
+        "--pool=threads",
+        f"--concurrency={concurrency}",
+        f"--queues={','.join(queues)}",
+        f"--hostname=baton@{socket.gethostname()}",
+        "--loglevel=INFO",
+        "--without-mingle",
+        "--without-gossip",
+    ]
+
+
+def worker(
+    concurrency: Annotated[int, typer.Option(min=1, help="jobs reconciled at once")] = 2,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local/--no-local",
+            help="also drive this host's local sessions (it must be BATON_LOCAL_HOST)",
+        ),
+    ] = True,
+    metrics_port: Annotated[
+        int, typer.Option(min=0, max=65535, help="serve this worker's /metrics here (0: off)")
+    ] = 0,
+) -> None:
+    """Run a Celery worker that reconciles the jobs beat fans out."""
+    settings = Settings()
+    if local and settings.local_host != socket.gethostname():
+        raise SystemExit(
+            f"this host is {socket.gethostname()}, but BATON_LOCAL_HOST is {settings.local_host}: "
+            "only workers on that host may drive local sessions (or pass --no-local)"
+        )
+    from orchestrator.tasks import app  # builds the Celery app from the environment
+
+    if metrics_port:
+        start_http_server(metrics_port, registry=process_registry())
+    app.worker_main(worker_argv(settings, concurrency, local))
+
+
+def beat(
+    check: Annotated[
+        bool, typer.Option("--check", help="exit 0 if a fan-out ran recently, else 1")
+    ] = False,
+    max_age: Annotated[float, typer.Option(min=1, help="seconds, for --check")] = 60.0,
+) -> None:
+    """Run Celery beat: every BATON_BEAT_INTERVAL_SECONDS it fans out the jobs due."""
+    settings = Settings()
+    if check:
+        raise typer.Exit(check_fan_out(settings, max_age))
+    from orchestrator.tasks import app
+
+    # The in-memory scheduler: its one entry is an interval, and a beat killed mid-write
+    # leaves no schedule file behind to trip over.
+    app.start(["beat", "--scheduler=celery.beat:Scheduler", "--loglevel=INFO"])
+
+
+def check_fan_out(settings: Settings, max_age: float) -> int:
+    """Healthy while fan-outs keep happening: beat sends them and a worker runs them."""
+    try:
+        last = DispatchGuard(redis.Redis.from_url(settings.broker_url)).last_fan_out()
+    except redis.RedisError as exc:
+        print(f"broker unreachable: {exc}", file=sys.stderr)
+        return 1
+    if last is None or time.time() - last > max_age:
+        print(f"no fan-out in the last {max_age:g} s", file=sys.stderr)
+        return 1
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(worker)
+    app.command()(beat)

@@ -1,0 +1,117 @@
+"""The Celery app (`celery -A orchestrator.tasks`) and its two thin tasks over the engine.
+
+`fan_out` (sent by beat every BATON_BEAT_INTERVAL_SECONDS) lists the jobs due for attention and
+sends one `reconcile_job` per job, to the queue that can drive it. `reconcile_job` takes an id
+and calls the engine, which re-reads the row and works under the job's claim; running it twice,
+late, or on two workers at once is harmless. Neither task carries state of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import redis
+from sqlalchemy import select
+from sqlalchemy.exc import OperationalError as DatabaseUnavailable
+
+from orchestrator.api.deps import Services
+from orchestrator.celery_app import (
+    FAN_OUT_TASK,
+    RECONCILE_TASK,
+    DispatchGuard,
+    make_app,
+    queue_for,
+)
+from orchestrator.config import Settings
+from orchestrator.db import Database
+from orchestrator.metrics import RECONCILE_LAG, RECONCILES
+from orchestrator.models import Job, utcnow
+from orchestrator.service import build_services
+from orchestrator.transitions import StaleState
+
+log = logging.getLogger(__name__)
+
+settings = Settings()
+app = make_app(settings)
+
+
+@dataclass
+class Runtime:
+    """What one worker process builds once and shares between its threads."""
+
+    services: Services
+    guard: DispatchGuard
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def runtime() -> Runtime:
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = Runtime(
+                build_services(settings, embedded_loop=False),
+                DispatchGuard(redis.Redis.from_url(settings.broker_url)),
+            )
+        return _runtime
+
+
+def job_backends(db: Database, job_ids: list[str]) -> dict[str, str]:
+    with db.transaction() as session:
+        rows = session.execute(select(Job.id, Job.backend).where(Job.id.in_(job_ids)))
+        return {job_id: backend for job_id, backend in rows}
+
+
+def fan_out() -> int:
+    """Send a reconcile for every due job not already dispatched; returns how many were sent."""
+    current = runtime()
+    now = utcnow()
+    due = current.services.engine.jobs_to_reconcile()
+    backends: dict[str, str] = {}
+    for start in range(0, len(due), 500):
+        backends |= job_backends(current.services.db, due[start : start + 500])
+    sent = 0
+    for job_id in due:
+        if job_id in backends and current.guard.hold(job_id):
+            reconcile_job.apply_async(
+                (job_id, now.timestamp()), queue=queue_for(backends[job_id], settings.local_host)
+            )
+            sent += 1
+    current.guard.mark_fan_out(now)
+    return sent
+
+
+def reconcile(job_id: str, due_seen_at: float | None) -> None:
+    """Reconcile one job now; `due_seen_at` is when beat's fan-out found it due (for the lag)."""
+    current = runtime()
+    if due_seen_at is not None:
+        RECONCILE_LAG.observe(max(0.0, time.time() - due_seen_at))
+    try:
+        current.services.engine.reconcile_job(job_id)
+        RECONCILES.inc()
+    except StaleState as exc:
+        log.info("job %s moved while reconciling (%s); the next look re-reads it", job_id, exc)
+    finally:
+        try:
+            current.guard.release(job_id)
+        except redis.RedisError as exc:  # the guard expires by itself
+            log.warning("dispatch guard of job %s not released: %s", job_id, exc)
+
+
+fan_out_task = app.task(name=FAN_OUT_TASK, ignore_result=True)(fan_out)
+reconcile_job = app.task(
+    name=RECONCILE_TASK,
+    ignore_result=True,
+    # The database went away for a moment: look again soon, with backoff and jitter, a few
+    # times (short countdowns only); after that beat finds the job due on a later tick.
+    autoretry_for=(DatabaseUnavailable,),
+    retry_backoff=1,
+    retry_backoff_max=30,
+    retry_jitter=True,
+    max_retries=3,
+)(reconcile)
