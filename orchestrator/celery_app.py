@@ -26,9 +26,6 @@ RECONCILE_TASK = "baton.reconcile_job"
 # Longer than any reconcile can take (a few DB statements and backend calls, each bounded by
 # BATON_KAGGLE_CALL_TIMEOUT_SECONDS) by a wide margin; a message unacked this long is redelivered.
 VISIBILITY_TIMEOUT_SECONDS = 3600
-# After this long a dispatched job may be dispatched again even if its task never ran (its
-# worker died, or Redis lost the message).
-DISPATCH_GUARD_SECONDS = 30
 _KEY_PREFIX = "baton:"
 
 
@@ -76,10 +73,10 @@ class DispatchGuard:
     """At most one reconcile message per job in flight, so a slow queue does not snowball.
 
     Kept in Redis with an expiry: losing it (a Redis restart) costs one duplicate message, and
-    a holder that died frees it after `seconds`.
+    a holder that died frees it after `seconds` (BATON_DISPATCH_GUARD_SECONDS).
     """
 
-    def __init__(self, client: redis.Redis, seconds: float = DISPATCH_GUARD_SECONDS) -> None:
+    def __init__(self, client: redis.Redis, seconds: float) -> None:
         self.client = client
         self.milliseconds = int(seconds * 1000)
 

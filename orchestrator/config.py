@@ -54,6 +54,8 @@ class Settings(BaseSettings):
     local_host: str = Field(default_factory=socket.gethostname)
     # How often beat fans out the ids of jobs due for attention.
     beat_interval_seconds: float = Field(default=1.0, gt=0)
+    # A job's reconcile message may be sent again after this long even if it never ran.
+    dispatch_guard_seconds: float = Field(default=30.0, gt=0)
 
     # Requests with a larger body get 413 before anything reads it.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)

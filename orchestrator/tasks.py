@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import OperationalError as DatabaseUnavailable
 
 from orchestrator.api.deps import Services
+from orchestrator.backends.kaggle.client import ClientFactory, production_client
 from orchestrator.celery_app import (
     FAN_OUT_TASK,
     RECONCILE_TASK,
@@ -48,6 +49,13 @@ class Runtime:
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
+_kaggle_clients: ClientFactory = production_client
+
+
+def use_kaggle_clients(factory: ClientFactory) -> None:
+    """Before the worker starts: the one seam to Kaggle (tests point it at the emulator)."""
+    global _kaggle_clients
+    _kaggle_clients = factory
 
 
 def runtime() -> Runtime:
@@ -55,8 +63,10 @@ def runtime() -> Runtime:
     with _runtime_lock:
         if _runtime is None:
             _runtime = Runtime(
-                build_services(settings, embedded_loop=False),
-                DispatchGuard(redis.Redis.from_url(settings.broker_url)),
+                build_services(settings, embedded_loop=False, kaggle_clients=_kaggle_clients),
+                DispatchGuard(
+                    redis.Redis.from_url(settings.broker_url), settings.dispatch_guard_seconds
+                ),
             )
         return _runtime
 

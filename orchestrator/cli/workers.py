@@ -15,8 +15,14 @@ from orchestrator.celery_app import SHARED_QUEUE, DispatchGuard, local_queue
 from orchestrator.config import Settings
 from orchestrator.metrics import process_registry
 
+# The in-memory scheduler: its one entry is an interval, and a beat killed mid-write leaves no
+# schedule file behind to trip over.
+BEAT_ARGV = ["beat", "--scheduler=celery.beat:Scheduler", "--loglevel=INFO"]
 
-def worker_argv(settings: Settings, concurrency: int, local: bool) -> list[str]:
+
+def worker_argv(
+    settings: Settings, concurrency: int, local: bool, name: str = "baton"
+) -> list[str]:
     """Threads, not forked children: a reconcile mostly waits on the database and backends,
     and one process per worker means a killed worker leaves no orphan holding a message."""
     queues = [SHARED_QUEUE] + ([local_queue(settings.local_host)] if local else [])
@@ -25,7 +31,7 @@ def worker_argv(settings: Settings, concurrency: int, local: bool) -> list[str]:
         "--pool=threads",
         f"--concurrency={concurrency}",
         f"--queues={','.join(queues)}",
-        f"--hostname=baton@{socket.gethostname()}",
+        f"--hostname={name}@{socket.gethostname()}",
         "--loglevel=INFO",
         "--without-mingle",
         "--without-gossip",
@@ -44,6 +50,9 @@ def worker(
     metrics_port: Annotated[
         int, typer.Option(min=0, max=65535, help="serve this worker's /metrics here (0: off)")
     ] = 0,
+    name: Annotated[
+        str, typer.Option(help="node name, unique per host (NAME@host in `celery inspect`)")
+    ] = "baton",
 ) -> None:
     """Run a Celery worker that reconciles the jobs beat fans out."""
     settings = Settings()
@@ -56,7 +65,7 @@ def worker(
 
     if metrics_port:
         start_http_server(metrics_port, registry=process_registry())
-    app.worker_main(worker_argv(settings, concurrency, local))
+    app.worker_main(worker_argv(settings, concurrency, local, name))
 
 
 def beat(
@@ -71,15 +80,14 @@ def beat(
         raise typer.Exit(check_fan_out(settings, max_age))
     from orchestrator.tasks import app
 
-    # The in-memory scheduler: its one entry is an interval, and a beat killed mid-write
-    # leaves no schedule file behind to trip over.
-    app.start(["beat", "--scheduler=celery.beat:Scheduler", "--loglevel=INFO"])
+    app.start(BEAT_ARGV)
 
 
 def check_fan_out(settings: Settings, max_age: float) -> int:
     """Healthy while fan-outs keep happening: beat sends them and a worker runs them."""
     try:
-        last = DispatchGuard(redis.Redis.from_url(settings.broker_url)).last_fan_out()
+        client = redis.Redis.from_url(settings.broker_url)
+        last = DispatchGuard(client, settings.dispatch_guard_seconds).last_fan_out()
     except redis.RedisError as exc:
         print(f"broker unreachable: {exc}", file=sys.stderr)
         return 1

@@ -1,0 +1,46 @@
+"""`python -m tests.scale.processes ROLE`: the API, a Celery worker or beat, as real processes.
+
+The same entry points `baton serve|worker|beat` use, plus the one seam a test needs: the
+Kaggle client pointed at the emulator (`--kaggle-url`). Everything else comes from BATON_*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import uvicorn
+
+from orchestrator.api.main import create_app
+from orchestrator.config import Settings
+from orchestrator.service import build_services, prestart
+from tests.factories import emulator_clients
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("role", choices=["api", "worker", "beat"])
+    parser.add_argument("--kaggle-url", required=True)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--name", default="baton")
+    parser.add_argument("--concurrency", type=int, default=2)
+    args = parser.parse_args(argv)
+    settings = Settings()
+    clients = emulator_clients(args.kaggle_url)
+    if args.role == "api":
+        prestart(settings)
+        app = create_app(build_services(settings, kaggle_clients=clients))
+        uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+        return
+    from orchestrator import tasks
+    from orchestrator.cli.workers import BEAT_ARGV, worker_argv
+
+    if args.role == "worker":
+        tasks.use_kaggle_clients(clients)
+        tasks.app.worker_main(worker_argv(settings, args.concurrency, True, args.name))
+    else:
+        tasks.app.start(BEAT_ARGV)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
