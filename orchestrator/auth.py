@@ -1,4 +1,8 @@
-"""Users and their API tokens. Tokens are random, shown once, and stored only as sha256."""
+"""Users and their API tokens. Tokens are random, shown once, and stored only as sha256.
+
+A token may expire; a revoked token is deleted, so it fails at once. The admin's start-up
+(bootstrap) token is derived again at each start, so changing BATON_ADMIN_TOKEN retires the old.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +10,32 @@ import hashlib
 import os
 import secrets
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from orchestrator.models import ApiToken, User
+from orchestrator.models import ApiToken, User, utcnow
 
 TOKEN_PREFIX = "bt_"
 ADMIN_USER = "admin"
+# last_used_at is written at most this often per token: a busy client must not turn every
+# read into a write.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 
 def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
 
 
 def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def as_utc(moment: datetime) -> datetime:
+    # SQLite hands back naive datetimes; every stored time is UTC.
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def get_or_create_user(session: Session, name: str) -> User:
@@ -34,28 +47,87 @@ def get_or_create_user(session: Session, name: str) -> User:
     return user
 
 
-def register_token(session: Session, user: User, token: str, label: str) -> None:
+def register_token(
+    session: Session,
+    user: User,
+    token: str,
+    label: str,
+    *,
+    expires_at: datetime | None = None,
+    bootstrap: bool = False,
+) -> ApiToken:
     digest = hash_token(token)
-    if session.scalars(select(ApiToken).where(ApiToken.token_hash == digest)).first() is None:
-        session.add(
-            ApiToken(id=f"t{uuid.uuid4().hex[:12]}", user_id=user.id, name=label, token_hash=digest)
+    row = session.scalars(select(ApiToken).where(ApiToken.token_hash == digest)).first()
+    if row is None:
+        row = ApiToken(
+            id=f"t{uuid.uuid4().hex[:12]}",
+            user_id=user.id,
+            name=label,
+            token_hash=digest,
+            expires_at=expires_at,
+            bootstrap=bootstrap,
         )
+        session.add(row)
+        session.flush()
+    return row
 
 
-def issue_token(session: Session, user_name: str, label: str = "cli") -> str:
+def issue_token(
+    session: Session, user_name: str, label: str = "cli", expires_at: datetime | None = None
+) -> str:
     """Create the user if needed and return a new token for it (the only time it is visible)."""
     token = new_token()
-    register_token(session, get_or_create_user(session, user_name), token, label)
+    user = get_or_create_user(session, user_name)
+    register_token(session, user, token, label, expires_at=expires_at)
     return token
 
 
-def user_for_token(session: Session, token: str) -> User | None:
+def token_for(session: Session, token: str, now: datetime) -> ApiToken | None:
+    """The live (known, unexpired) token row for a presented token."""
     row = session.scalars(select(ApiToken).where(ApiToken.token_hash == hash_token(token))).first()
+    if row is None or (row.expires_at is not None and as_utc(row.expires_at) <= now):
+        return None
+    return row
+
+
+def user_for_token(session: Session, token: str) -> User | None:
+    row = token_for(session, token, utcnow())
     return session.get(User, row.user_id) if row else None
 
 
+def record_use(session: Session, row: ApiToken, now: datetime) -> None:
+    """Set last_used_at, unless it was set less than LAST_USED_RESOLUTION ago."""
+    last = row.last_used_at
+    if last is not None and now - as_utc(last) < LAST_USED_RESOLUTION:
+        return
+    session.execute(update(ApiToken).where(ApiToken.id == row.id).values(last_used_at=now))
+
+
+def list_tokens(session: Session, user_id: str) -> list[ApiToken]:
+    query = select(ApiToken).where(ApiToken.user_id == user_id).order_by(ApiToken.created_at)
+    return list(session.scalars(query))
+
+
+class TokenNotFound(LookupError):
+    """No such token among the user's own."""
+
+
+class BootstrapToken(Exception):
+    """The admin's start-up token comes from configuration; revoking it here would not last."""
+
+
+def revoke_token(session: Session, user_id: str, token_id: str) -> None:
+    row = session.get(ApiToken, token_id)
+    if row is None or row.user_id != user_id:
+        raise TokenNotFound(token_id)
+    if row.bootstrap:
+        raise BootstrapToken(token_id)
+    session.delete(row)
+
+
 def ensure_admin_token(session: Session, configured: str | None, token_file: Path) -> str:
-    """Make BATON_ADMIN_TOKEN valid, or create an admin token in a 0600 file on first start."""
+    """Make BATON_ADMIN_TOKEN (or the 0600 token file, made on first start) the admin's
+    bootstrap token, and retire any earlier bootstrap token."""
     if configured:
         token = configured
     elif token_file.exists():
@@ -66,5 +138,10 @@ def ensure_admin_token(session: Session, configured: str | None, token_file: Pat
         fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
-    register_token(session, get_or_create_user(session, ADMIN_USER), token, "admin")
+    digest = hash_token(token)
+    session.execute(
+        delete(ApiToken).where(ApiToken.bootstrap.is_(True), ApiToken.token_hash != digest)
+    )
+    row = register_token(session, get_or_create_user(session, ADMIN_USER), token, "admin")
+    row.bootstrap = True
     return token

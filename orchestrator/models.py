@@ -15,6 +15,7 @@ from sqlalchemy import (
     Integer,
     String,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -44,6 +45,12 @@ class ApiToken(Base):
     # sha256 of the token: the token itself is never stored.
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Updated at most once a minute (orchestrator/auth.py), so reads stay reads.
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The admin token made at start-up from BATON_ADMIN_TOKEN or the token file: replaced,
+    # not kept, when that changes.
+    bootstrap: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class Job(Base):

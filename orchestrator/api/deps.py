@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import InternalError, OperationalError
 
-from orchestrator.auth import user_for_token
+from orchestrator.auth import record_use, token_for
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.engine import Engine
-from orchestrator.models import Job, User
+from orchestrator.models import ApiToken, Job, User, utcnow
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox
 from orchestrator.trainer_lookup import TrainerFinder
@@ -45,24 +47,45 @@ def get_services(request: Request) -> Services:
     return services
 
 
+log = logging.getLogger(__name__)
+
 ServicesDep = Annotated[Services, Depends(get_services)]
 _bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer bt_…`")
 
 
-def current_user(
+def current_token(
     services: ServicesDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> User:
-    user = None
+) -> ApiToken:
+    """The caller's live token row; its use is recorded, at most once a minute."""
+    row = None
+    now = utcnow()
     if credentials is not None:
         with services.db.transaction() as session:
-            user = user_for_token(session, credentials.credentials)
-    if user is None:
+            row = token_for(session, credentials.credentials, now)
+    if row is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
-            "missing or invalid API token",
+            "missing, invalid, expired or revoked API token",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    try:
+        with services.db.transaction() as session:
+            record_use(session, row, now)
+    except (OperationalError, InternalError) as exc:
+        # Last use is bookkeeping: a database that refuses writes says so at /healthz.
+        log.warning("could not record the use of token %s: %s", row.id, type(exc).__name__)
+    return row
+
+
+CurrentToken = Annotated[ApiToken, Depends(current_token)]
+
+
+def current_user(services: ServicesDep, token: CurrentToken) -> User:
+    with services.db.transaction() as session:
+        user = session.get(User, token.user_id)
+    if user is None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "the token's user no longer exists")
     return user
 
 
@@ -72,3 +95,4 @@ CurrentUser = Annotated[User, Depends(current_user)]
 # database (PostgreSQL refuses NUL in text with an error, not a miss).
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 JobId = Annotated[str, Path(pattern=ID_PATTERN, description="A job id, as submit returned it")]
+TokenId = Annotated[str, Path(pattern=ID_PATTERN, description="A token's id (GET /api/v1/tokens)")]

@@ -11,7 +11,15 @@ from fastapi.responses import JSONResponse
 
 from orchestrator.api.body_limit import BodyLimit
 from orchestrator.api.deps import Services
-from orchestrator.api.routes import checkpoints, credentials, health, jobs, metrics, quota
+from orchestrator.api.routes import (
+    checkpoints,
+    credentials,
+    health,
+    jobs,
+    metrics,
+    quota,
+    tokens,
+)
 from orchestrator.api.validation_errors import validation_error_answer
 from orchestrator.engine import JobNotFound
 from orchestrator.lifecycle import ActionConflict
@@ -45,6 +53,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(checkpoints.router)
     app.include_router(credentials.router)
     app.include_router(quota.router)
+    app.include_router(tokens.router)
     app.add_exception_handler(RequestValidationError, validation_error_answer)
     app.add_middleware(BodyLimit, max_bytes=services.settings.max_body_bytes)
 

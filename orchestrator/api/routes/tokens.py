@@ -1,0 +1,127 @@
+"""/api/v1/tokens: create, list and revoke your own API tokens. A token is shown only once."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Response, status
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from orchestrator.api.deps import CurrentToken, CurrentUser, ServicesDep, TokenId
+from orchestrator.auth import (
+    BootstrapToken,
+    TokenNotFound,
+    as_utc,
+    list_tokens,
+    new_token,
+    register_token,
+    revoke_token,
+)
+from orchestrator.models import ApiToken, utcnow
+
+LABEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,63}$"
+MAX_LIFETIME = timedelta(days=3650)
+
+router = APIRouter(
+    prefix="/api/v1/tokens",
+    tags=["tokens"],
+    responses={401: {"description": "Missing, invalid, expired or revoked API token"}},
+)
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such token of yours"}}
+
+
+class TokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="cli", pattern=LABEL_PATTERN, description="A label for the token")
+    expires_at: AwareDatetime | None = Field(
+        default=None, description="When the token stops working (UTC offset required)"
+    )
+
+    @field_validator("expires_at")
+    @classmethod
+    def _in_the_future(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        now = utcnow()
+        if value <= now:
+            raise ValueError("expires_at must be in the future")
+        if value - now > MAX_LIFETIME:
+            raise ValueError("expires_at is more than 10 years away")
+        return value
+
+
+class TokenOut(BaseModel):
+    """A token as listed: never the token itself."""
+
+    id: str
+    name: str
+    created_at: datetime
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    # Made at start-up from BATON_ADMIN_TOKEN (or the token file): rotate it there.
+    bootstrap: bool
+    # The token this request was made with.
+    current: bool
+
+
+class NewToken(TokenOut):
+    token: str = Field(description="The token itself: shown this once, stored only as a hash")
+
+
+def _out(row: ApiToken, current_id: str) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "created_at": as_utc(row.created_at),
+        "expires_at": as_utc(row.expires_at) if row.expires_at else None,
+        "last_used_at": as_utc(row.last_used_at) if row.last_used_at else None,
+        "bootstrap": row.bootstrap,
+        "current": row.id == current_id,
+    }
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=NewToken,
+    responses={400: {"description": "The body could not be read as JSON"}},
+)
+def create_token(
+    body: TokenIn, user: CurrentUser, token: CurrentToken, services: ServicesDep
+) -> NewToken:
+    """A new token for yourself, optionally expiring."""
+    secret = new_token()
+    with services.db.transaction() as session:
+        row = register_token(session, user, secret, body.name, expires_at=body.expires_at)
+        return NewToken(**_out(row, token.id), token=secret)
+
+
+@router.get("", response_model=list[TokenOut])
+def get_tokens(user: CurrentUser, token: CurrentToken, services: ServicesDep) -> list[TokenOut]:
+    """Your tokens, with when each was last used; never the tokens themselves."""
+    with services.db.transaction() as session:
+        return [TokenOut(**_out(row, token.id)) for row in list_tokens(session, user.id)]
+
+
+@router.delete(
+    "/{token_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=_NOT_FOUND
+    | {409: {"description": "The admin's start-up token: change BATON_ADMIN_TOKEN instead"}},
+)
+def delete_token(token_id: TokenId, user: CurrentUser, services: ServicesDep) -> Response:
+    """Revoke one of your tokens; it fails from the next request on."""
+    try:
+        with services.db.transaction() as session:
+            revoke_token(session, user.id, token_id)
+    except TokenNotFound as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no token {token_id} of yours") from exc
+    except BootstrapToken as exc:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            "this is the admin's start-up token: set a new BATON_ADMIN_TOKEN (or delete the "
+            "admin-token file) and restart to replace it",
+        ) from exc
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
