@@ -26,6 +26,7 @@ from trainers.causal_lm import (
     build_causal_lm,
     device_precision,
     model_settings,
+    pad_step,
     warmup_linear,
 )
 from worker.sampler import ResumableSampler
@@ -122,11 +123,3 @@ class AccelerateCausalLM(Trainer):
     def read_state(self, directory: Path) -> dict[str, Any]:
         self.accelerator.load_state(str(directory / ACCELERATE_DIR))
         return {}
-
-
-def pad_step(started: float, step_seconds: Any) -> None:
-    """Sleep out the rest of a fixed step duration, so tests control the step time."""
-    if step_seconds:
-        remaining = float(step_seconds) - (time.monotonic() - started)
-        if remaining > 0:
-            time.sleep(remaining)

@@ -8,6 +8,7 @@ DeepSpeed and LoRA trainers, so their results can be compared with each other.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,3 +109,12 @@ def warmup_linear(warmup: int, total: int) -> Any:
         return max(0.1, 1.0 - 0.9 * (step - warmup) / max(1, total - warmup))
 
     return factor
+
+
+def pad_step(started: float, step_seconds: Any) -> None:
+    """Sleep out the rest of a fixed step duration (`started` from time.monotonic), so tests
+    control the step time rather than depend on the machine's speed."""
+    if step_seconds:
+        remaining = float(step_seconds) - (time.monotonic() - started)
+        if remaining > 0:
+            time.sleep(remaining)

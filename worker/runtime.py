@@ -47,7 +47,7 @@ from worker.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
 from worker.proctime import process_start_time
 from worker.rng import capture_rng_state, restore_rng_state, seed_everything
 from worker.stopflag import StopFlag
-from worker.trainer import TrainContext, Trainer
+from worker.trainer import LoopTrainer, TrainContext, Trainer
 
 EXIT_COMMITTED = 0
 EXIT_FAILED = 1
@@ -232,6 +232,8 @@ class SegmentRunner:
         return GO_ON
 
     def _train(self, trainer: Trainer) -> str:
+        if isinstance(trainer, LoopTrainer):
+            return self._drive_loop(trainer)
         log_every = max(1, int(self.spec.config.get("log_every", DEFAULT_LOG_EVERY)))
         metrics: dict[str, float] = {}
         while (reason := self._stop_reason()) is None:
@@ -249,6 +251,21 @@ class SegmentRunner:
             self._beat(started + elapsed, step_metrics.get("loss"))
         if metrics and self.result.metrics[-1:] != [metrics]:
             self._record(metrics)  # the segment's last step, whatever log_every says
+        log.info("stopping at step %d: %s", self.progress.step, reason)
+        return reason
+
+    def _drive_loop(self, trainer: LoopTrainer) -> str:
+        """Hand the loop to the trainer's library; the driver answers its every step end."""
+        reason = self._stop_reason()
+        if reason is None:
+            driver = _RunnerDriver(self)
+            trainer.run_loop(driver)
+            reason = driver.reason or self._stop_reason()
+            if reason is None:
+                raise RuntimeError(
+                    f"the training loop returned at step {self.progress.step} without being "
+                    f"asked to stop, before total_steps {self.spec.total_steps}"
+                )
         log.info("stopping at step %d: %s", self.progress.step, reason)
         return reason
 
@@ -295,6 +312,30 @@ class SegmentRunner:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             self.result.write(self.output_dir / RESULT_FILE)
         return self.result
+
+
+class _RunnerDriver:
+    """The LoopDriver a LoopTrainer's callback calls: step times, metrics and the stop."""
+
+    def __init__(self, runner: SegmentRunner) -> None:
+        self.runner = runner
+        self.reason: str | None = None
+        self.step_started = runner.clock()
+
+    def step_ended(self, step: int) -> bool:
+        runner = self.runner
+        now = runner.clock()
+        elapsed = now - self.step_started
+        runner.budget.record_step(elapsed)
+        runner.progress.train_seconds += elapsed
+        runner.progress.step = step
+        runner._beat(now, None)
+        self.reason = runner._stop_reason()
+        self.step_started = runner.clock()
+        return self.reason is not None
+
+    def record_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        self.runner._record({"step": step, **{key: float(v) for key, v in metrics.items()}})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -87,3 +87,31 @@ class Trainer(abc.ABC):
             directory / TRAINER_STATE_FILE, map_location="cpu", weights_only=True
         )
         return state
+
+
+class LoopDriver(Protocol):
+    """What the runtime offers a loop it does not own: one call at the end of every step."""
+
+    def step_ended(self, step: int) -> bool:
+        """Record a finished step (`step` steps done in the job); True: stop now and commit."""
+        ...
+
+    def record_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Add what the loop logged for `step` to the segment's metrics series."""
+        ...
+
+
+class LoopTrainer(Trainer):
+    """A trainer whose library owns the loop (the Hugging Face `Trainer`, TRL).
+
+    The runtime still seeds, restores, agrees on the stop and commits. The library's loop
+    calls `driver.step_ended` after every optimizer step (see worker.hf for a callback that
+    does) and returns as soon as it answers True; the runtime then commits.
+    """
+
+    @abc.abstractmethod
+    def run_loop(self, driver: LoopDriver) -> None:
+        """Train from the restored state until the driver says stop or the job is done."""
+
+    def train_step(self, step: int) -> Mapping[str, float]:
+        raise TypeError(f"{type(self).__name__} owns its loop: the runtime calls run_loop")

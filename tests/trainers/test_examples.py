@@ -20,4 +20,7 @@ def test_example_is_a_valid_job_spec(path: Path):
 
 def test_there_is_an_example_for_each_trainer():
     trainers = {yaml.safe_load(p.read_text())["trainer"] for p in EXAMPLES}
-    assert "trainers.accelerate_lm:AccelerateCausalLM" in trainers
+    assert {
+        "trainers.accelerate_lm:AccelerateCausalLM",
+        "trainers.hf_lm:HFCausalLM",
+    } <= trainers

@@ -1,0 +1,194 @@
+"""Baton for the Hugging Face `Trainer`: a callback the runtime drives, and exact resume.
+
+The `Trainer` owns its loop, so Baton joins it from the side:
+
+- `BatonCallback` calls the runtime's driver at every step end (the ranks' stop agreement and
+  the deadline rule) and sets `should_training_stop` when it says stop; logged losses go into
+  the segment's metrics.
+- `HFLoopTrainer.write_state` writes what `Trainer` itself writes at a checkpoint (the model,
+  optimizer, LR scheduler, grad scaler, per-rank RNG files and `trainer_state.json`) into
+  Baton's uncommitted directory; the runtime adds its own RNG file and commits atomically.
+- On resume `train(resume_from_checkpoint=...)` restores all of it, with `ignore_data_skip`:
+  nothing is replayed. The data position follows from the restored global step instead:
+  `StepPositionedSampler` starts where step N left off, in O(1) (transformers #39215, #34053;
+  accelerate #4071).
+
+Only trainers that use the Hugging Face `Trainer` import this module (it needs transformers).
+"""
+
+from __future__ import annotations
+
+import abc
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from transformers import Trainer as HFTrainer
+from transformers import TrainerCallback
+
+from worker.sampler import ResumableSampler
+from worker.trainer import LoopDriver, LoopTrainer
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+HF_STATE_DIR = "hf"
+TRAINER_STATE_NAME = "trainer_state.json"
+# Keys of a `Trainer` log that are about one step (the end-of-train summary has others).
+STEP_LOG_KEYS = ("loss", "learning_rate", "grad_norm")
+
+
+class BatonCallback(TrainerCallback):
+    """Asks Baton's runtime after every optimizer step whether to stop, and reports losses."""
+
+    def __init__(self, driver: LoopDriver) -> None:
+        self.driver = driver
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if self.driver.step_ended(int(state.global_step)):
+            control.should_training_stop = True
+        return control
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **_: Any
+    ) -> Any:
+        if logs and "loss" in logs:
+            step_logs = {key: float(logs[key]) for key in STEP_LOG_KEYS if key in logs}
+            self.driver.record_metrics(int(state.global_step), step_logs)
+        return control
+
+
+class StepPositionedSampler(torch.utils.data.Sampler[int]):
+    """The job's whole data order as one pass, starting where the restored step left off.
+
+    The order is a `ResumableSampler`'s (shuffled per epoch from the seed, sharded by rank).
+    At `iter` time, after `Trainer` has restored its state, it jumps straight to sample
+    `current_step() * samples_per_step`: no batch is drawn twice and none is skipped one by one.
+    """
+
+    def __init__(
+        self,
+        num_samples: int,
+        *,
+        seed: int,
+        samples_per_step: int,
+        total_steps: int,
+        current_step: Callable[[], int],
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        self.order = ResumableSampler(num_samples, seed=seed, rank=rank, world_size=world_size)
+        self.samples_per_step = samples_per_step
+        self.total_samples = samples_per_step * total_steps
+        self.current_step = current_step
+
+    def __len__(self) -> int:
+        return self.total_samples
+
+    def __iter__(self) -> Iterator[int]:
+        consumed = self.current_step() * self.samples_per_step
+        self.order.epoch, self.order.position = divmod(consumed, len(self.order))
+        for _ in range(consumed, self.total_samples):
+            yield self.order.take(1)[0]
+
+
+class PositionedDataTrainer(HFTrainer):
+    """A `transformers.Trainer` whose training data resumes at the restored step.
+
+    The DataLoader gets a private generator: creating its iterator would otherwise draw from
+    the global torch RNG, once more on resume than in an uninterrupted run.
+    """
+
+    def get_train_dataloader(self) -> torch.utils.data.DataLoader[Any]:
+        args = self.args
+        dataset = self.train_dataset
+        if not isinstance(dataset, torch.utils.data.Dataset) or not hasattr(dataset, "__len__"):
+            raise TypeError("PositionedDataTrainer needs a map-style train_dataset with a length")
+        per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps
+        sampler = StepPositionedSampler(
+            len(dataset),
+            seed=args.seed,
+            samples_per_step=per_step,
+            total_steps=args.max_steps,
+            current_step=lambda: int(self.state.global_step),
+            rank=args.process_index,
+            world_size=args.world_size,
+        )
+        return torch.utils.data.DataLoader(
+            dataset,
+            batch_size=args.per_device_train_batch_size,
+            sampler=sampler,
+            collate_fn=self.data_collator,
+            num_workers=0,
+            generator=torch.Generator().manual_seed(args.seed),
+        )
+
+
+class HFLoopTrainer(LoopTrainer):
+    """A Baton trainer around a Hugging Face `Trainer`; subclasses build it in `build_trainer`.
+
+    Build it with `PositionedDataTrainer` (or your subclass of it), `max_steps` equal to the
+    job's total_steps, `save_strategy="no"` (Baton decides when to save) and
+    `ignore_data_skip=True`; `training_arguments` gives those settings.
+    """
+
+    hf: HFTrainer
+    _resume_dir: Path | None = None
+
+    @abc.abstractmethod
+    def build_trainer(self) -> HFTrainer:
+        """The `transformers.Trainer` for this job, built from ctx.config and ctx.seed."""
+
+    def training_arguments(self, **overrides: Any) -> dict[str, Any]:
+        """The TrainingArguments settings Baton's resume relies on, plus `overrides`."""
+        settings: dict[str, Any] = {
+            "output_dir": tempfile.mkdtemp(prefix="baton-hf-"),
+            "max_steps": self.ctx.total_steps,
+            "save_strategy": "no",
+            "ignore_data_skip": True,
+            "logging_steps": 1,
+            "report_to": "none",
+            "disable_tqdm": True,
+            "seed": self.ctx.seed,
+            "dataloader_num_workers": 0,
+        }
+        settings.update(overrides)
+        return settings
+
+    def setup(self) -> None:
+        self.hf = self.build_trainer()
+
+    def run_loop(self, driver: LoopDriver) -> None:
+        self.hf.add_callback(BatonCallback(driver))
+        resume = str(self._resume_dir) if self._resume_dir is not None else None
+        self.hf.train(resume_from_checkpoint=resume)
+
+    def state_dict(self) -> dict[str, Any]:
+        # For the runtime's first save-time estimate; write_state saves through the Trainer.
+        return {"model": dict(self.model_tensors())}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        return None  # `train(resume_from_checkpoint=...)` restores everything
+
+    def model_tensors(self) -> Mapping[str, Tensor]:
+        model = self.hf.accelerator.unwrap_model(self.hf.model)
+        tensors: Mapping[str, Tensor] = model.state_dict()
+        return tensors
+
+    def write_state(self, directory: Path, state: dict[str, Any]) -> None:
+        """What `Trainer._save_checkpoint` writes, minus best-model tracking and hub pushes."""
+        out = str(directory / HF_STATE_DIR)
+        hf = self.hf
+        hf.save_model(out)
+        hf._save_optimizer_and_scheduler(out)
+        hf._save_scaler(out)
+        hf._save_rng_state(out)
+        if hf.args.should_save:
+            hf.state.save_to_json(str(Path(out) / TRAINER_STATE_NAME))
+
+    def read_state(self, directory: Path) -> dict[str, Any]:
+        # The files stay where they are; `train` reads them when the loop starts.
+        self._resume_dir = directory / HF_STATE_DIR
+        return {}
