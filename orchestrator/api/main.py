@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 
 from orchestrator.api.body_limit import BodyLimit
 from orchestrator.api.deps import Services
@@ -20,6 +20,7 @@ from orchestrator.api.routes import (
     quota,
     tokens,
 )
+from orchestrator.api.ui import router as ui
 from orchestrator.api.validation_errors import validation_error_answer
 from orchestrator.engine import JobNotFound
 from orchestrator.lifecycle import ActionConflict
@@ -54,6 +55,9 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(credentials.router)
     app.include_router(quota.router)
     app.include_router(tokens.router)
+    app.include_router(ui.router)
+    app.include_router(ui.root)
+    app.mount("/ui/static", ui.static, name="ui-static")
     app.add_exception_handler(RequestValidationError, validation_error_answer)
     app.add_middleware(BodyLimit, max_bytes=services.settings.max_body_bytes)
 
@@ -62,6 +66,10 @@ def create_app(services: Services) -> FastAPI:
     @app.exception_handler(StaleState)
     async def conflict(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=status.HTTP_409_CONFLICT)
+
+    @app.exception_handler(ui.SignInRequired)
+    async def sign_in(request: Request, exc: Exception) -> RedirectResponse:
+        return RedirectResponse("/ui/signin", status.HTTP_303_SEE_OTHER)
 
     @app.exception_handler(JobNotFound)
     @app.exception_handler(JobNotVisible)

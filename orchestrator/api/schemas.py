@@ -135,3 +135,4 @@ class QuotaOut(BaseModel):
     accelerator: str
     seconds_left: float
     refresh_at: datetime | None
+    allowance_seconds: float  # what each weekly refresh grants

@@ -11,6 +11,9 @@ Config keys (all optional):
                                     writing the checkpoint state
     fault_marker: str               absolute path; if set, a fault fires only while this file
                                     does not exist, and creates it first (so a retry succeeds)
+    stop_every_steps: int           SIGTERM itself after this many steps of a segment, so the
+                                    runtime commits and the job chains a new segment: sessions
+                                    of a fixed number of steps, whatever the machine's speed
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ class LinearTrainer(Trainer):
             raise RuntimeError(f"injected failure at step {step}")
         if config.get("step_sleep"):
             time.sleep(float(config["step_sleep"]))
+        every = config.get("stop_every_steps")
+        if every and step + 1 - self.ctx.start_step == int(every):
+            os.kill(os.getpid(), signal.SIGTERM)  # the stop flag: commit after this step
         index = torch.tensor(self.sampler.take(BATCH))
         loss = nn.functional.mse_loss(self.model(self.inputs[index]), self.targets[index])
         self.optimizer.zero_grad()

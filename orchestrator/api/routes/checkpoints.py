@@ -10,6 +10,7 @@ from fastapi.responses import FileResponse
 
 from orchestrator import queries
 from orchestrator.api.deps import CurrentUser, JobId, ServicesDep
+from orchestrator.db import Database
 from worker.contract import MANIFEST_FILE
 
 router = APIRouter(
@@ -40,8 +41,15 @@ def checkpoint_file(
 ) -> FileResponse:
     """A file of the checkpoint at `step`; its sha256 from the manifest is in `X-Checkpoint-Sha256`
     and the ETag. `manifest.json` itself is served too. Supports `Range` to resume a download."""
-    with services.db.transaction() as session:
-        checkpoint = queries.find_checkpoint(session, user.id, job_id, step)
+    return checkpoint_file_response(services.db, user.id, job_id, step, name)
+
+
+def checkpoint_file_response(
+    db: Database, user_id: str, job_id: str, step: int, name: str
+) -> FileResponse:
+    """The file, if the job is the user's and the checkpoint's manifest lists it (or is it)."""
+    with db.transaction() as session:
+        checkpoint = queries.find_checkpoint(session, user_id, job_id, step)
         if checkpoint is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no checkpoint at step {step}")
         files: dict[str, Any] = checkpoint.manifest.get("files", {})

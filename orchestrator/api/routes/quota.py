@@ -5,10 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, status
 from sqlalchemy import select
 
-from orchestrator.api.deps import CurrentUser, ServicesDep
+from orchestrator.api.deps import CurrentUser, Services, ServicesDep
 from orchestrator.api.schemas import QuotaOut
 from orchestrator.backends.base import BackendError
 from orchestrator.models import Job, KaggleCredential
+
+# Kaggle's weekly allowance: 30 h of GPU, 20 h of TPU (the API reports only what is left).
+GPU_WEEKLY_SECONDS = 30 * 3600.0
+WEEKLY_ALLOWANCE_SECONDS = {"tpu": 20 * 3600.0}
 
 router = APIRouter(
     prefix="/api/v1/quota",
@@ -24,22 +28,27 @@ router = APIRouter(
 )
 def list_quota(user: CurrentUser, services: ServicesDep) -> list[QuotaOut]:
     """One entry per Kaggle account you use (empty without Kaggle credentials or Kaggle jobs)."""
+    try:
+        return account_quota(services, user.id)
+    except BackendError as exc:
+        unavailable = status.HTTP_503_SERVICE_UNAVAILABLE
+        raise HTTPException(unavailable, f"quota unavailable: {exc}") from exc
+
+
+def account_quota(services: Services, user_id: str) -> list[QuotaOut]:
+    """The user's Kaggle quota, asked of Kaggle now; raises BackendError if it cannot answer."""
     with services.db.transaction() as session:
-        credentials = session.get(KaggleCredential, user.id)
+        credentials = session.get(KaggleCredential, user_id)
         job = session.scalars(
             select(Job)
-            .where(Job.user_id == user.id, Job.backend == "kaggle")
+            .where(Job.user_id == user_id, Job.backend == "kaggle")
             .order_by(Job.created_at.desc())
         ).first()
         if credentials is None or job is None:
             return []
         account = credentials.username
         accelerator = str(job.spec.get("kaggle", {}).get("accelerator", "t4x2"))
-    try:
-        quota = services.engine.backends.for_job(job).quota()
-    except BackendError as exc:
-        unavailable = status.HTTP_503_SERVICE_UNAVAILABLE
-        raise HTTPException(unavailable, f"quota unavailable: {exc}") from exc
+    quota = services.engine.backends.for_job(job).quota()
     if quota is None:
         return []
     return [
@@ -48,5 +57,6 @@ def list_quota(user: CurrentUser, services: ServicesDep) -> list[QuotaOut]:
             accelerator=accelerator,
             seconds_left=quota.seconds_left,
             refresh_at=quota.refresh_at,
+            allowance_seconds=WEEKLY_ALLOWANCE_SECONDS.get(accelerator, GPU_WEEKLY_SECONDS),
         )
     ]

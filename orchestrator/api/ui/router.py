@@ -1,0 +1,218 @@
+"""The web status page (/ui): server-rendered with Jinja2, live through htmx fragments.
+
+It projects the same read layer as the REST API (orchestrator/queries.py); every page, fragment,
+action and download is scoped to the signed-in user, and another user's job is a 404.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Request, status
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from orchestrator import queries
+from orchestrator.api.deps import ServicesDep
+from orchestrator.api.routes.checkpoints import checkpoint_file_response
+from orchestrator.api.routes.quota import account_quota
+from orchestrator.api.ui import charts
+from orchestrator.api.ui.session import COOKIE, MAX_AGE_SECONDS, SignedIn, csrf_ok, seal, signed_in
+from orchestrator.auth import user_for_token
+from orchestrator.backends.base import BackendError
+from orchestrator.lifecycle import FINISHED_JOB_STATES, JobState, UserAction
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=HERE / "templates")
+static = StaticFiles(directory=HERE / "static")
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+root = APIRouter(include_in_schema=False)
+
+FINISHED = frozenset(state.value for state in FINISHED_JOB_STATES)
+# Which buttons a job in each state offers; the engine still decides (409 if it moved on).
+ACTIONS: dict[str, tuple[UserAction, ...]] = {
+    JobState.QUEUED: (UserAction.PAUSE, UserAction.CANCEL),
+    JobState.RUNNING: (UserAction.PAUSE, UserAction.CANCEL),
+    JobState.WAITING: (UserAction.PAUSE, UserAction.CANCEL),
+    JobState.PAUSED: (UserAction.RESUME, UserAction.CANCEL),
+    JobState.FAILED: (UserAction.RESUME,),
+}
+CONFIRM_TEXT = {
+    UserAction.PAUSE: "The running session commits a checkpoint early, then the job pauses.",
+    UserAction.RESUME: "The job continues from its last checkpoint.",
+    UserAction.CANCEL: "The running session is killed and its unsaved steps are lost. "
+    "A cancelled job cannot be resumed.",
+}
+
+
+class SignInRequired(Exception):
+    """Raised by page dependencies; answered with a redirect to the sign-in page."""
+
+
+def _signed_in(request: Request, services: ServicesDep) -> SignedIn:
+    found = signed_in(services.db, services.secret_box, request.cookies.get(COOKIE))
+    if found is None:
+        raise SignInRequired
+    return found
+
+
+Viewer = Annotated[SignedIn, Depends(_signed_in)]
+
+
+def _fragment_viewer(request: Request, services: ServicesDep) -> SignedIn:
+    found = signed_in(services.db, services.secret_box, request.cookies.get(COOKIE))
+    if found is None:
+        # htmx follows HX-Redirect; the sign-in page explains itself.
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, "sign in first", headers={"HX-Redirect": "/ui/signin"}
+        )
+    return found
+
+
+FragmentViewer = Annotated[SignedIn, Depends(_fragment_viewer)]
+
+
+@root.get("/")
+def home() -> RedirectResponse:
+    return RedirectResponse("/ui", status.HTTP_303_SEE_OTHER)
+
+
+@router.get("/signin", response_class=HTMLResponse)
+def signin_page(request: Request, error: str | None = None) -> Response:
+    return templates.TemplateResponse(request, "signin.html", {"error": error, "viewer": None})
+
+
+@router.post("/signin", response_class=HTMLResponse)
+def signin(
+    request: Request, services: ServicesDep, token: Annotated[str, Form(max_length=512)] = ""
+) -> Response:
+    with services.db.transaction() as session:
+        user = user_for_token(session, token.strip()) if token.strip() else None
+    if user is None:
+        return templates.TemplateResponse(
+            request,
+            "signin.html",
+            {"error": "That token is not valid.", "viewer": None},
+            status_code=status.HTTP_401_UNAUTHORIZED,
+        )
+    response = RedirectResponse("/ui", status.HTTP_303_SEE_OTHER)
+    response.set_cookie(
+        COOKIE,
+        seal(services.secret_box, token.strip()),
+        max_age=MAX_AGE_SECONDS,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.post("/signout")
+def signout(request: Request, viewer: Viewer, csrf: Annotated[str, Form()] = "") -> Response:
+    _check_csrf(request, csrf)
+    response = RedirectResponse("/ui/signin", status.HTTP_303_SEE_OTHER)
+    response.delete_cookie(COOKIE, path="/")
+    return response
+
+
+def _check_csrf(request: Request, submitted: str) -> None:
+    if not csrf_ok(request.cookies.get(COOKIE, ""), submitted):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "the form's CSRF token is missing or wrong")
+
+
+@router.get("", response_class=HTMLResponse)
+def jobs_page(request: Request, services: ServicesDep, viewer: Viewer) -> Response:
+    try:
+        quotas = account_quota(services, viewer.user.id)
+        quota_problem = None
+    except BackendError as exc:
+        quotas, quota_problem = [], f"Kaggle quota unavailable: {exc}"
+    context = _jobs_context(services, viewer) | {"quotas": quotas, "quota_problem": quota_problem}
+    return templates.TemplateResponse(request, "jobs.html", context)
+
+
+@router.get("/fragments/jobs", response_class=HTMLResponse)
+def jobs_fragment(request: Request, services: ServicesDep, viewer: FragmentViewer) -> Response:
+    return templates.TemplateResponse(request, "_jobs_rows.html", _jobs_context(services, viewer))
+
+
+def _jobs_context(services: ServicesDep, viewer: SignedIn) -> dict[str, Any]:
+    with services.db.transaction() as session:
+        listing = queries.list_jobs(session, viewer.user.id, limit=200)
+    return {"viewer": viewer, "jobs": listing.items, "total": listing.total}
+
+
+@router.get("/jobs/{job_id}", response_class=HTMLResponse)
+def job_page(job_id: str, request: Request, services: ServicesDep, viewer: Viewer) -> Response:
+    return templates.TemplateResponse(request, "job.html", _job_context(services, viewer, job_id))
+
+
+@router.get("/jobs/{job_id}/live", response_class=HTMLResponse)
+def job_fragment(
+    job_id: str, request: Request, services: ServicesDep, viewer: FragmentViewer
+) -> Response:
+    return templates.TemplateResponse(
+        request, "_job_live.html", _job_context(services, viewer, job_id)
+    )
+
+
+def _job_context(services: ServicesDep, viewer: SignedIn, job_id: str) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    with services.db.transaction() as session:
+        job = queries.get_job(session, viewer.user.id, job_id, now=now)
+        segments = queries.list_segments(session, viewer.user.id, job_id)
+        metrics = queries.list_metrics(session, viewer.user.id, job_id)
+        checkpoints = queries.list_checkpoints(session, viewer.user.id, job_id)
+        events = queries.list_events(session, viewer.user.id, job_id)
+    return {
+        "viewer": viewer,
+        "job": job,
+        "segments": segments,
+        "timeline": charts.timeline(segments, now),
+        "phases": charts.PHASES,
+        "loss": charts.loss_curve(metrics, segments, job.total_steps),
+        "checkpoints": list(reversed(checkpoints)),
+        "events": list(reversed(events))[:100],
+        "actions": ACTIONS.get(JobState(job.state), ()),
+        "finished": job.state in FINISHED,
+    }
+
+
+@router.get("/jobs/{job_id}/confirm/{action}", response_class=HTMLResponse)
+def confirm_page(
+    job_id: str, action: UserAction, request: Request, services: ServicesDep, viewer: Viewer
+) -> Response:
+    with services.db.transaction() as session:
+        job = queries.get_job(session, viewer.user.id, job_id)
+    context = {"viewer": viewer, "job": job, "action": action, "text": CONFIRM_TEXT[action]}
+    return templates.TemplateResponse(request, "confirm.html", context)
+
+
+@router.post("/jobs/{job_id}/{action}")
+def act(
+    job_id: str,
+    action: UserAction,
+    request: Request,
+    services: ServicesDep,
+    viewer: Viewer,
+    csrf: Annotated[str, Form()] = "",
+) -> Response:
+    _check_csrf(request, csrf)
+    with services.db.transaction() as session:
+        queries.own_job(session, viewer.user.id, job_id)
+    services.engine.act(viewer.user.id, job_id, action)
+    if services.loop is not None:
+        services.loop.wake()
+    return RedirectResponse(f"/ui/jobs/{job_id}", status.HTTP_303_SEE_OTHER)
+
+
+@router.get("/jobs/{job_id}/checkpoints/{step}/files/{name:path}")
+def download(
+    job_id: str, step: int, name: str, services: ServicesDep, viewer: Viewer
+) -> FileResponse:
+    return checkpoint_file_response(services.db, viewer.user.id, job_id, step, name)
