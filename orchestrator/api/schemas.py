@@ -85,7 +85,7 @@ class SegmentTimings(BaseModel):
     step_ema: float | None = None  # moving average of one training step
 
 
-class SegmentOut(BaseModel):
+class SegmentOut(_FromRow):
     index: int
     state: str
     outcome: str | None

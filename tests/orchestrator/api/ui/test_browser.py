@@ -1,0 +1,126 @@
+"""The status page in a real headless Chromium (Playwright), against a live server.
+
+Sessions are cut by step count (the test trainer stops itself every N steps), not by time, so
+the job crosses the same number of sessions on a machine twice as fast or twice as slow.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from orchestrator.config import Settings
+from tests.factories import ADMIN_TOKEN, job_spec, live_server
+
+CHROMIUM = "/usr/bin/chromium"
+AXE = Path(__file__).parents[3] / "support" / "vendor" / "axe.min.js"
+ARTIFACTS = Path(
+    os.environ.get("BATON_TEST_ARTIFACTS", Path(__file__).parents[4] / "test-artifacts")
+)
+WAIT_MS = 180_000  # an upper bound for slow machines, never a correctness window
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is missing: apt-get install -y chromium (.ci/run does it)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def _serious_violations(page: Page) -> list[dict[str, Any]]:
+    page.add_script_tag(path=str(AXE))
+    result: dict[str, Any] = page.evaluate("async () => await axe.run(document)")
+    return [
+        {"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:3]}
+        for v in result["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+def _progress(page: Page) -> int:
+    return int(page.locator("#job-progress").get_attribute("value") or 0)
+
+
+def test_sign_in_watch_three_sessions_live_pause_resume_finish(
+    settings: Settings, browser: Browser
+) -> None:
+    spec = job_spec(
+        name="browser-job",
+        total_steps=240,
+        config={"step_sleep": 0.05, "stop_every_steps": 30, "log_every": 5},
+    )
+    with live_server(settings) as url:
+        page = browser.new_page(viewport={"width": 1200, "height": 1400})
+        page.goto(f"{url}/ui")
+        assert page.url.endswith("/ui/signin")
+        assert _serious_violations(page) == []
+        page.get_by_label("API token").fill(ADMIN_TOKEN)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{url}/ui")
+
+        response = httpx.post(
+            f"{url}/api/v1/jobs", json=spec, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
+        assert response.status_code == 201, response.text
+        job_id = response.json()["id"]
+        # The list updates itself: the job appears without a reload.
+        page.get_by_role("link", name="browser-job").wait_for(timeout=WAIT_MS)
+        assert _serious_violations(page) == []
+
+        page.get_by_role("link", name="browser-job").click()
+        page.wait_for_url(f"{url}/ui/jobs/{job_id}")
+        page.evaluate("window.__notReloaded = true")
+        seen = {_progress(page)}
+        # Three sessions of 30 steps each have committed, seen through live updates alone.
+        while len(page.locator("svg.timeline g").all()) < 4 or _progress(page) < 90:
+            page.wait_for_timeout(200)  # polling the page; htmx refreshes it every 2 s
+            seen.add(_progress(page))
+            assert page.evaluate("window.__notReloaded") is True
+        assert len([value for value in seen if value > 0]) >= 3
+        assert page.locator("svg.loss line.boundary").count() >= 2
+        assert page.evaluate("window.__notReloaded") is True
+        assert _serious_violations(page) == []
+
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / "job-page.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000
+        if os.environ.get("BATON_UPDATE_README_SCREENSHOT") == "1":
+            shutil.copy(shot, Path(__file__).parents[4] / "docs" / "img" / "job-page.png")
+
+        page.locator("#action-pause").click()
+        page.get_by_role("button", name="Yes, pause it").click()
+        page.wait_for_url(f"{url}/ui/jobs/{job_id}")
+        page.locator("#job-status .state-paused").wait_for(timeout=WAIT_MS)
+
+        page.locator("#action-resume").click()
+        page.get_by_role("button", name="Yes, resume it").click()
+        page.wait_for_url(f"{url}/ui/jobs/{job_id}")
+        page.locator("#job-status .state-succeeded").wait_for(timeout=WAIT_MS)
+        assert _progress(page) == 240
+        assert page.get_by_role("link", name="manifest").first.is_visible()
+        assert _serious_violations(page) == []
