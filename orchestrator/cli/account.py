@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import getpass
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from typer.core import TyperGroup
 
 from orchestrator.api.routes.credentials import KaggleCredentialsOut
+from orchestrator.api.routes.tokens import TokenOut
 from orchestrator.auth import issue_token
 from orchestrator.cli import render
 from orchestrator.cli.context import connect
@@ -22,15 +22,6 @@ from orchestrator.config import Settings
 from orchestrator.credentials import KaggleCredentialsIn
 from orchestrator.db import Database
 from orchestrator.service import prestart
-
-
-class TokenOut(BaseModel):
-    """A token as GET /api/v1/tokens lists it: never the token itself."""
-
-    id: str
-    name: str
-    created_at: datetime
-    expires_at: datetime | None = None
 
 
 class _CreateByDefault(TyperGroup):
@@ -78,7 +69,10 @@ def token_list(
         return
     for row in rows:
         expires = f"  expires {row.expires_at:%Y-%m-%d %H:%M}" if row.expires_at else ""
-        render.console.print(f"{row.id}  {row.name}  created {row.created_at:%Y-%m-%d}{expires}")
+        mark = "  (this one)" if row.current else ""
+        render.console.print(
+            f"{row.id}  {row.name}  created {row.created_at:%Y-%m-%d}{expires}{mark}"
+        )
 
 
 @token_app.command("revoke")

@@ -174,3 +174,22 @@ def test_range_requests_on_checkpoint_files(server: str, tmp_path: Path) -> None
         prefix = f"/api/v1/jobs/{job['id']}/checkpoints/{checkpoint['step']}/files"
         assert http.get(f"{prefix}/..%2F..%2Fbaton.db").status_code == 404
         assert http.get(f"{prefix}/not-listed").status_code == 404
+
+
+def test_token_list_and_revoke(
+    server: str,
+    cli_env: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _run(capsys, "token", "alice")  # today's form: create user alice, print a token
+    alice = out.strip()
+    assert code == 0
+    assert alice.startswith("bt_")
+    monkeypatch.setenv("BATON_TOKEN", alice)
+    _, out, _ = _run(capsys, "--url", server, "token", "list", "--json")
+    tokens = json.loads(out)
+    assert [token["current"] for token in tokens] == [True]
+    assert alice not in out
+    assert _run(capsys, "--url", server, "token", "revoke", tokens[0]["id"])[0] == 0
+    assert "rejected the API token" in _error("--url", server, "jobs")
