@@ -24,11 +24,14 @@ MAX_NPROC = 8
 
 
 class MarginSpec(BaseModel):
-    """Stop when now + k_steps·ema(step) + save + upload + safety_seconds passes the deadline."""
+    """Stop when now + k_steps·step + save + upload + safety_seconds passes the deadline.
+
+    step: the larger of the step-time EMA and the slowest of the last 20 steps.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    k_steps: float = Field(default=2.0, ge=0, le=100, strict=True, allow_inf_nan=False)
+    k_steps: float = Field(default=1.25, ge=0, le=100, strict=True, allow_inf_nan=False)
     safety_seconds: float = Field(default=1.0, ge=0, le=3600, strict=True, allow_inf_nan=False)
 
 

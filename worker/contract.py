@@ -55,9 +55,13 @@ class Estimates:
 
 @dataclass(frozen=True)
 class MarginPolicy:
-    """Deadline margin: stop when now + k*ema(step) + save + upload + exit + safety > deadline."""
+    """Deadline margin: stop when now + k*step + save + upload + exit + safety > deadline.
 
-    k_steps: float = 2.0
+    `step` is the larger of the step-time EMA and the slowest of the recent steps
+    (worker.deadline), so k is headroom over the slowest recent steps, not a multiple of the mean.
+    """
+
+    k_steps: float = 1.25
     safety_seconds: float = 1.0
 
 

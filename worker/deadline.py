@@ -2,7 +2,14 @@
 
 Pure arithmetic on an injected clock reading; nothing here calls time. The rule is
 
-    stop before a step if now + k*ema(step) + save + upload + exit + safety > deadline
+    stop before a step if now + k*step + save + upload + exit + safety > deadline
+
+where `step` is the larger of the EMA of this segment's step times and a high percentile
+(STEP_QUANTILE, the slowest) of the last STEP_WINDOW of them, not a fixed multiple of the
+mean: one slow step raises the margin at once, so the steps after it still leave time to commit, and
+steady steps need only a little headroom (k = 1.25 by default, not 2). With 150 s steps on a
+12 h session that keeps about 99.7 % of it in steps instead of 99.5 %. The last step itself may
+be at most about k times the percentile (plus what the save and safety estimates leave over).
 
 First step: before this segment has measured a step, the step term uses the previous segment's
 `Estimates.step_seconds`; with no history at all it is 0, because only taking a step can measure
@@ -14,6 +21,9 @@ A zero-progress segment tells the orchestrator the session is too short for this
 
 from __future__ import annotations
 
+import math
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from worker.contract import Estimates, MarginPolicy
@@ -23,6 +33,19 @@ from worker.contract import Estimates, MarginPolicy
 SAVE_BYTES_PER_SECOND = 100e6
 SAVE_FLOOR_SECONDS = 0.5
 EMA_ALPHA = 0.3
+# Recent steps the percentile looks at, and which: the slowest of the last 20, so one outlier
+# counts fully for the next 20 steps (a lower percentile of so few would ignore it).
+STEP_WINDOW = 20
+STEP_QUANTILE = 1.0
+
+
+def step_quantile(times: Sequence[float], quantile: float = STEP_QUANTILE) -> float:
+    """Nearest-rank percentile of `times` (0 for none)."""
+    if not times:
+        return 0.0
+    ordered = sorted(times)
+    rank = max(1, math.ceil(quantile * len(ordered)))
+    return ordered[rank - 1]
 
 
 def estimate_save_seconds(state_bytes: int) -> float:
@@ -51,6 +74,7 @@ class SessionBudget:
     estimates: Estimates = field(default_factory=Estimates)
     step_ema: float | None = None
     state_bytes: int | None = None
+    recent_steps: deque[float] = field(default_factory=lambda: deque(maxlen=STEP_WINDOW))
 
     @classmethod
     def for_session(
@@ -64,6 +88,7 @@ class SessionBudget:
         return cls(deadline=process_start + limit_seconds, margin=margin, estimates=estimates)
 
     def record_step(self, seconds: float) -> None:
+        self.recent_steps.append(seconds)
         if self.step_ema is None:
             self.step_ema = seconds
         else:
@@ -75,8 +100,9 @@ class SessionBudget:
 
     @property
     def step_seconds(self) -> float:
+        """What one more step may take: the EMA, or the recent high percentile if larger."""
         if self.step_ema is not None:
-            return self.step_ema
+            return max(self.step_ema, step_quantile(list(self.recent_steps)))
         return self.estimates.step_seconds or 0.0
 
     @property
