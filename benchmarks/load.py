@@ -1,0 +1,246 @@
+"""`python -m benchmarks.load`: the API and Celery at scale over 10,000 jobs in PostgreSQL.
+
+1. Seeds N jobs (each waiting on a quota refresh a day away, with two finished segments) into a
+   fresh PostgreSQL schema, behind the API as its own process (uvicorn, no reconcile loop).
+2. From a second process (benchmarks/fixed_rate.py), sends GET /api/v1/jobs/{id}, the paginated
+   job list and a trivial endpoint (/healthz: one SELECT 1) at a fixed rate, in alternating
+   phases so that a change in the machine's load hits all three alike, and reports p50/p99 of
+   each and the ratios to the trivial endpoint.
+3. Starts beat and two Celery workers and times how long they take to visit every job once
+   (a visit sets the job's next_attempt_at: here, to its quota refresh).
+
+Bounded in count (requests, jobs) and in time (every wait has a limit). Writes
+benchmarks/results/load.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, insert, select, text
+
+from orchestrator.models import Job, Segment, User, utcnow
+from tests.factories import ADMIN_TOKEN
+from tests.scale.cluster import Cluster, RedisServer, postgres_schema
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS = REPO_ROOT / "benchmarks" / "results" / "load.json"
+SPEC = {
+    "name": "load",
+    "backend": "local",
+    "trainer": "trainers.tiny_lm:TinyCharLM",
+    "config": {"lr": 0.003},
+    "total_steps": 1200,
+    "seed": 0,
+    "session": {"limit_seconds": 600, "margin": {"k_steps": 2.0, "safety_seconds": 1.0}},
+    "retry": {"max_failures": 3},
+}
+
+
+def seed(database_url: str, jobs: int) -> list[str]:
+    """N waiting jobs of the admin, two finished segments each; returns their ids."""
+    engine = create_engine(database_url)
+    now = utcnow()
+    ids = [f"j{index:012x}" for index in range(jobs)]
+    with engine.begin() as connection:
+        admin = connection.scalar(select(User.id).where(User.name == "admin"))
+        job_rows = [
+            {
+                "id": job_id,
+                "user_id": admin,
+                "name": f"load-{index}",
+                "backend": "local",
+                "state": "waiting",
+                "spec": SPEC,
+                "total_steps": 1200,
+                "steps_done": 800,
+                "failures": 0,
+                "pause_requested": False,
+                "wait_until": now + timedelta(days=1),
+                "reason": "waiting for the quota refresh",
+                "created_at": now - timedelta(seconds=jobs - index),
+                "updated_at": now,
+                "started_at": now - timedelta(hours=1),
+            }
+            for index, job_id in enumerate(ids)
+        ]
+        segment_rows = [
+            {
+                "job_id": job_id,
+                "index": index,
+                "state": "succeeded",
+                "launch_id": f"{job_id}-{index:04d}",
+                "handle": f"{job_id}-{index:04d}",
+                "start_step": 400 * index,
+                "end_step": 400 * (index + 1),
+                "outcome": "deadline",
+                "limit_seconds": 600,
+                "launch_spec": {},
+                "stop_requested": False,
+                "timings": {"startup": 3.0, "train": 590.0, "save": 1.0, "total": 595.0},
+                "created_at": now - timedelta(hours=1),
+                "launched_at": now - timedelta(hours=1),
+                "ended_at": now - timedelta(minutes=50),
+            }
+            for job_id in ids
+            for index in range(2)
+        ]
+        for start in range(0, len(job_rows), 2000):
+            connection.execute(insert(Job), job_rows[start : start + 2000])
+        for start in range(0, len(segment_rows), 4000):
+            connection.execute(insert(Segment), segment_rows[start : start + 4000])
+        connection.execute(text("ANALYZE"))
+    engine.dispose()
+    return ids
+
+
+def measure_api(url: str, ids: list[str], rate: float, requests: int) -> list[dict[str, Any]]:
+    picker = random.Random(0)
+    pages = len(ids) // 50
+    job_paths = [f"/api/v1/jobs/{picker.choice(ids)}" for _ in range(requests)]
+    list_paths = [
+        f"/api/v1/jobs?limit=50&offset={50 * picker.randrange(pages)}" for _ in range(requests)
+    ]
+    # Alternating phases, twice over: a shift in the machine's load hits all three alike.
+    half = requests // 2
+    phases = [
+        {"name": name, "paths": paths[i * half : (i + 1) * half], "requests": half}
+        for i in range(2)
+        for name, paths in (
+            ("trivial", ["/healthz"] * requests),
+            ("job", job_paths),
+            ("list", list_paths),
+        )
+    ]
+    plan = {"url": url, "token": ADMIN_TOKEN, "rate": rate, "phases": phases}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.fixed_rate"],
+        input=json.dumps(plan),
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120 + 6 * requests / rate,
+        check=True,
+    )
+    results: list[dict[str, Any]] = json.loads(done.stdout)
+    return results
+
+
+def merge_halves(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The two halves of each endpoint side by side, and the worse p99 as its figure."""
+    merged: dict[str, dict[str, Any]] = {}
+    for result in results:
+        entry = merged.setdefault(result["name"], {"halves": []})
+        entry["halves"].append(result)
+    for entry in merged.values():
+        halves = entry["halves"]
+        entry["p50_ms"] = max(half["p50_ms"] for half in halves)
+        entry["p99_ms"] = max(half["p99_ms"] for half in halves)
+        entry["errors"] = sum(half["errors"] for half in halves)
+    return merged
+
+
+def with_ratios(figures: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    for name in ("job", "list"):
+        for figure in ("p50", "p99"):
+            ratio = figures[name][f"{figure}_ms"] / figures["trivial"][f"{figure}_ms"]
+            figures[name][f"{figure}_ratio"] = round(ratio, 2)
+    return figures
+
+
+def time_visits(cluster: Cluster, database_url: str, jobs: int, timeout: float) -> dict[str, float]:
+    engine = create_engine(database_url)
+    visited = text("SELECT count(*) FROM jobs WHERE next_attempt_at IS NOT NULL")
+    start = time.monotonic()
+    for role in ("worker-1", "worker-2", "beat"):
+        cluster.start(role)
+    first = None
+    try:
+        while True:
+            with engine.connect() as connection:
+                count = connection.scalar(visited) or 0
+            now = time.monotonic()
+            if count and first is None:
+                first = now
+            if count >= jobs:
+                break
+            if now - start > timeout:
+                raise TimeoutError(f"{count} of {jobs} jobs visited after {timeout:g} s")
+            time.sleep(0.25)
+    finally:
+        engine.dispose()
+    assert first is not None
+    return {
+        "from_start_s": round(now - start, 1),
+        "from_first_visit_s": round(now - first, 1),
+        "jobs_per_s": round(jobs / (now - first), 1) if now > first else float("inf"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--requests", type=int, default=4000, help="per endpoint")
+    parser.add_argument("--visit-timeout", type=float, default=900.0)
+    parser.add_argument("--no-visits", dest="visits", action="store_false")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="baton-load-") as tmp, postgres_schema() as db_url:
+        redis = RedisServer(Path(tmp) / "redis")
+        redis.start()
+        cluster = Cluster(Path(tmp) / "cluster", db_url, redis.url, "http://127.0.0.1:9")
+        try:
+            cluster.start("api")
+            cluster.wait_for_api()
+            started = time.monotonic()
+            ids = seed(db_url, args.jobs)
+            seeded = time.monotonic() - started
+            print(f"seeded {args.jobs} jobs and {2 * args.jobs} segments in {seeded:.1f} s")
+            api = {
+                # The same mix at a tenth of the rate: what one request costs when the server
+                # is not queueing (on a shared machine, what is left of its 2 cores).
+                f"{rate:g}_per_s": with_ratios(
+                    merge_halves(measure_api(cluster.api_url, ids, rate, requests))
+                )
+                for rate, requests in (
+                    (args.rate / 10, args.requests // 10),
+                    (args.rate, args.requests),
+                )
+            }
+            for rate, figures in api.items():
+                shown = {k: {x: v[x] for x in v if x != "halves"} for k, v in figures.items()}
+                print(rate, json.dumps(shown))
+            visits = None
+            if args.visits:
+                visits = time_visits(cluster, db_url, args.jobs, args.visit_timeout)
+                print(f"beat + 2 workers visited all {args.jobs} jobs: {visits}")
+        finally:
+            cluster.stop_all()
+            redis.kill()
+    record = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(),
+        "jobs": args.jobs,
+        "rate": args.rate,
+        "requests_per_endpoint": args.requests,
+        "api": api,
+        "visits": visits,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(record, indent=2))
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
