@@ -13,6 +13,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
+from trainers.memory_plan import check_t4_job
+
 MAX_CONFIG_BYTES = 64 * 1024
 # Below this a session is all start-up: Python plus torch alone take seconds.
 MIN_SESSION_SECONDS = 5.0
@@ -21,6 +23,8 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # Checked against the allowed trainer packages at submit (orchestrator/trainer_lookup.py).
 TRAINER_PATTERN = r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$"
 MAX_NPROC = 8
+# Trainers whose config the memory planner understands (model sizes, batch, block_size, ...).
+BATON_LM_TRAINERS = ("trainers.accelerate_lm:", "trainers.hf_lm:", "trainers.deepspeed_lm:")
 
 
 class MarginSpec(BaseModel):
@@ -176,6 +180,15 @@ class JobSpec(BaseModel):
                 f"{self.kaggle.max_session_seconds:g} s"
             )
             raise field_error("JobSpec", ("session", "limit_seconds"), message, limit)
+        if (
+            self.kaggle is not None
+            and self.kaggle.uses_gpu
+            and self.trainer.startswith(BATON_LM_TRAINERS)
+        ):
+            # Baton's own LM trainers: their config keys are what the memory planner reads.
+            advice = check_t4_job(self.config, self.nproc)
+            if not advice.fits:
+                raise field_error("JobSpec", ("config",), advice.message(), None)
         return self
 
     @field_validator("config")
