@@ -80,8 +80,13 @@ class DispatchGuard:
         self.client = client
         self.milliseconds = int(seconds * 1000)
 
-    def hold(self, job_id: str) -> bool:
-        return bool(self.client.set(f"{_KEY_PREFIX}due:{job_id}", 1, nx=True, px=self.milliseconds))
+    def hold(self, job_ids: list[str]) -> list[str]:
+        """Takes the guard of each job that has none; returns those (one round trip)."""
+        pipeline = self.client.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipeline.set(f"{_KEY_PREFIX}due:{job_id}", 1, nx=True, px=self.milliseconds)
+        taken = pipeline.execute()
+        return [job_id for job_id, ok in zip(job_ids, taken, strict=True) if ok]
 
     def release(self, job_id: str) -> None:
         self.client.delete(f"{_KEY_PREFIX}due:{job_id}")

@@ -47,6 +47,7 @@ class Runtime:
     guard: DispatchGuard
 
 
+_BATCH = 500  # job ids per query and per Redis round trip in a fan-out
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
 _kaggle_clients: ClientFactory = production_client
@@ -82,15 +83,13 @@ def fan_out() -> int:
     current = runtime()
     now = utcnow()
     due = current.services.engine.jobs_to_reconcile()
-    backends: dict[str, str] = {}
-    for start in range(0, len(due), 500):
-        backends |= job_backends(current.services.db, due[start : start + 500])
     sent = 0
-    for job_id in due:
-        if job_id in backends and current.guard.hold(job_id):
-            reconcile_job.apply_async(
-                (job_id, now.timestamp()), queue=queue_for(backends[job_id], settings.local_host)
-            )
+    for start in range(0, len(due), _BATCH):
+        batch = due[start : start + _BATCH]
+        backends = job_backends(current.services.db, batch)
+        for job_id in current.guard.hold([job_id for job_id in batch if job_id in backends]):
+            queue = queue_for(backends[job_id], settings.local_host)
+            reconcile_job.apply_async((job_id, now.timestamp()), queue=queue)
             sent += 1
     current.guard.mark_fan_out(now)
     return sent
