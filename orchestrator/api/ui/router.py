@@ -205,9 +205,7 @@ def act(
     _check_csrf(request, csrf)
     with services.db.transaction() as session:
         queries.own_job(session, viewer.user.id, job_id)
-    services.engine.act(viewer.user.id, job_id, action)
-    if services.loop is not None:
-        services.loop.wake()
+    services.nudge(services.engine.act(viewer.user.id, job_id, action))
     return RedirectResponse(f"/ui/jobs/{job_id}", status.HTTP_303_SEE_OTHER)
 
 
