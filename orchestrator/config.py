@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     database_url: str | None = None  # default: SQLite in data_dir
     admin_token: SecretStr | None = None
     reconcile_interval_seconds: float = Field(default=1.0, gt=0)
+    # How often `baton serve` looks for webhook notifications to send (or retry).
+    notify_interval_seconds: float = Field(default=2.0, gt=0)
     # Local sessions get SIGKILL this long after SIGTERM at their limit.
     kill_grace_seconds: float = Field(default=5.0, ge=0)
     # Python that runs local sessions; it needs the `train` extra (torch).

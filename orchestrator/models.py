@@ -138,3 +138,30 @@ class KaggleCredential(Base):
     key_ciphertext: Mapped[str] = mapped_column(String(1024))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Notification(Base):
+    """The outbox: one webhook POST to make for one event; the notifier retries it with backoff."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (UniqueConstraint("event_id", "hook_index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    event_id: Mapped[int] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"))
+    hook_index: Mapped[int] = mapped_column(Integer)  # which of the spec's webhooks
+    state: Mapped[str] = mapped_column(String(16), index=True)  # pending, delivered, failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    last_error: Mapped[str | None] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class NotificationCursor(Base):
+    """How far the notifier has read the events table (one row, id 1)."""
+
+    __tablename__ = "notification_cursor"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    last_event_id: Mapped[int] = mapped_column(Integer, default=0)

@@ -16,6 +16,7 @@ from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.metrics import CountingBackends
 from orchestrator.migrate import upgrade
+from orchestrator.notifier import NotifierLoop
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox, load_secret_box
 from orchestrator.trainer_lookup import TrainerFinder
@@ -96,6 +97,8 @@ def build_services(
         secret_box=box,
         trainers=build_trainer_finder(settings),
         enqueue=enqueue,
+        # Beside the embedded loop; with Celery, beat calls deliver_due_notifications instead.
+        notifier=NotifierLoop(db, settings.notify_interval_seconds) if embedded_loop else None,
     )
 
 

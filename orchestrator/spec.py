@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
+from orchestrator.webhooks import NotifySpec
 from trainers.memory_plan import check_t4_job
 
 MAX_CONFIG_BYTES = 64 * 1024
@@ -166,6 +167,8 @@ class JobSpec(BaseModel):
     kaggle: KaggleSpec | None = None
     # Ranks per session (torchrun): 2 uses both GPUs of a t4x2; locally, CPU ranks over gloo.
     nproc: int = Field(default=1, ge=1, le=MAX_NPROC, strict=True)
+    # Webhooks told when the job ends, waits for quota, or a segment fails (secrets: never shown).
+    notify: NotifySpec | None = None
 
     @model_validator(mode="after")
     def _kaggle_options_fit(self) -> JobSpec:

@@ -16,6 +16,7 @@ from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.models import ApiToken, Job, User, utcnow
+from orchestrator.notifier import NotifierLoop
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox
 from orchestrator.trainer_lookup import TrainerFinder
@@ -33,6 +34,8 @@ class Services:
     trainers: TrainerFinder
     # At scale: sends a Celery reconcile for (job id, backend) (orchestrator/celery_app.py).
     enqueue: Callable[[str, str], None] | None = None
+    # Sends webhook notifications on its own thread (orchestrator/notifier.py).
+    notifier: NotifierLoop | None = None
 
     def nudge(self, job: Job) -> None:
         """After a commit: have the job looked at now rather than on the next tick."""

@@ -34,9 +34,13 @@ def create_app(services: Services) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if services.loop is not None:
             services.loop.start()
+        if services.notifier is not None:
+            services.notifier.start()
         try:
             yield
         finally:
+            if services.notifier is not None:
+                services.notifier.stop()
             if services.loop is not None:
                 services.loop.stop()
 

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, computed_field, field_validator
 
 from orchestrator.spec import spec_warnings
+from orchestrator.webhooks import redact_spec
 
 
 class _FromRow(BaseModel):
@@ -62,6 +63,12 @@ class JobOut(_FromRow):
     # Set by the read layer (orchestrator/queries.py) while a segment runs.
     progress: LiveProgress | None = None
     eta: EtaOut | None = None
+
+    @field_validator("spec", mode="after")
+    @classmethod
+    def _no_webhook_urls(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        # Webhook URLs are secrets: whatever returns a job shows only their hosts.
+        return redact_spec(spec)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
