@@ -57,6 +57,7 @@ def list_jobs(
     limit: int = 100,
     offset: int = 0,
     now: datetime | None = None,
+    kaggle_quota: QuotaPlan | None = None,
 ) -> JobList:
     """The user's jobs, newest first, with live progress for the running ones."""
     query = select(Job).where(Job.user_id == user_id)
@@ -66,14 +67,30 @@ def list_jobs(
     rows = list(session.scalars(query.order_by(Job.created_at.desc()).limit(limit).offset(offset)))
     history = _segments_by_job(session, [job.id for job in rows])
     return JobList(
-        items=[job_out(job, history.get(job.id, []), now=now) for job in rows],
+        items=[
+            job_out(job, history.get(job.id, []), now=now, quota=_quota_of(job, kaggle_quota))
+            for job in rows
+        ],
         total=total,
     )
 
 
-def get_job(session: Session, user_id: str, job_id: str, *, now: datetime | None = None) -> JobOut:
+def get_job(
+    session: Session,
+    user_id: str,
+    job_id: str,
+    *,
+    now: datetime | None = None,
+    kaggle_quota: QuotaPlan | None = None,
+) -> JobOut:
+    """The job; `kaggle_quota`, if known, makes a Kaggle job's ETA count quota and refreshes."""
     job = own_job(session, user_id, job_id)
-    return job_out(job, _segments_by_job(session, [job.id]).get(job.id, []), now=now)
+    segments = _segments_by_job(session, [job.id]).get(job.id, [])
+    return job_out(job, segments, now=now, quota=_quota_of(job, kaggle_quota))
+
+
+def _quota_of(job: Job, kaggle_quota: QuotaPlan | None) -> QuotaPlan | None:
+    return kaggle_quota if job.backend == "kaggle" else None
 
 
 def job_out(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request, status
@@ -17,6 +17,7 @@ from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.models import ApiToken, Job, User, utcnow
 from orchestrator.notifier import NotifierLoop
+from orchestrator.quota_cache import QuotaCache
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox
 from orchestrator.trainer_lookup import TrainerFinder
@@ -36,6 +37,8 @@ class Services:
     enqueue: Callable[[str, str], None] | None = None
     # Sends webhook notifications on its own thread (orchestrator/notifier.py).
     notifier: NotifierLoop | None = None
+    # The Kaggle quota last seen per user, for ETAs (orchestrator/quota_cache.py).
+    quota_seen: QuotaCache = field(default_factory=QuotaCache)
 
     def nudge(self, job: Job) -> None:
         """After a commit: have the job looked at now rather than on the next tick."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from orchestrator.eta import QuotaPlan
 from orchestrator.models import Job, Segment
-from orchestrator.queries import live_progress
+from orchestrator.queries import job_out, live_progress
 
 NOW = datetime(2026, 11, 19, 8, 0, tzinfo=UTC)
 
@@ -54,3 +55,37 @@ def test_no_progress_before_launch_or_without_a_measured_step_time() -> None:
     assert live_progress(_job(), None, now=NOW) is None
     assert live_progress(_job(), _segment(launched_at=None), now=NOW) is None
     assert live_progress(_job(), _segment(launch_spec={"estimates": {}}), now=NOW) is None
+
+
+def test_a_kaggle_job_s_eta_counts_the_quota_and_its_refresh() -> None:
+    job = Job(
+        id="j1",
+        user_id="u1",
+        backend="kaggle",
+        name="k",
+        total_steps=1000,
+        steps_done=400,
+        failures=0,
+        pause_requested=False,
+        state="queued",
+        spec={"session": {"limit_seconds": 3600.0}},
+        created_at=NOW,
+        updated_at=NOW,
+    )
+    done = _segment(
+        state="succeeded",
+        start_step=0,
+        end_step=400,
+        ended_at=NOW - timedelta(minutes=5),
+        timings={"startup": 30.0, "load": 10.0, "save": 20.0, "step_ema": 6.0},
+    )
+    refresh = NOW + timedelta(days=2)
+    quota = QuotaPlan(seconds_left=0, refresh_at=refresh, allowance_seconds=30 * 3600)
+    out = job_out(job, [done], now=NOW, quota=quota)
+    assert out.eta is not None
+    # 600 steps of 6 s after 60 s of overhead per session: 1 h sessions hold 590 steps.
+    assert out.eta.quota_waits == 1
+    assert out.eta.more_sessions == 2
+    assert out.eta.finish_at == refresh + timedelta(hours=1, seconds=60 + 10 * 6)
+    assert "at 30 h/week" in out.eta.text
+    assert job_out(job, [done], now=NOW).eta.quota_waits == 0  # type: ignore[union-attr]

@@ -66,7 +66,9 @@ def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOu
     job = services.engine.submit(user.id, spec)
     services.nudge(job)
     with services.db.transaction() as session:
-        return queries.get_job(session, user.id, job.id)
+        return queries.get_job(
+            session, user.id, job.id, kaggle_quota=services.quota_seen.plan(user.id)
+        )
 
 
 @router.get("", response_model=JobList)
@@ -78,13 +80,22 @@ def list_jobs(
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
 ) -> JobList:
     with services.db.transaction() as session:
-        return queries.list_jobs(session, user.id, state=state, limit=limit, offset=offset)
+        return queries.list_jobs(
+            session,
+            user.id,
+            state=state,
+            limit=limit,
+            offset=offset,
+            kaggle_quota=services.quota_seen.plan(user.id),
+        )
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=_NOT_FOUND)
 def get_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
     with services.db.transaction() as session:
-        return queries.get_job(session, user.id, job_id)
+        return queries.get_job(
+            session, user.id, job_id, kaggle_quota=services.quota_seen.plan(user.id)
+        )
 
 
 def _act(job_id: str, user: User, services: ServicesDep, action: UserAction) -> JobOut:
@@ -93,7 +104,9 @@ def _act(job_id: str, user: User, services: ServicesDep, action: UserAction) -> 
     job = services.engine.act(user.id, job_id, action)
     services.nudge(job)
     with services.db.transaction() as session:
-        return queries.get_job(session, user.id, job_id)
+        return queries.get_job(
+            session, user.id, job_id, kaggle_quota=services.quota_seen.plan(user.id)
+        )
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)

@@ -49,14 +49,18 @@ def account_quota(services: Services, user_id: str) -> list[QuotaOut]:
         account = credentials.username
         accelerator = str(job.spec.get("kaggle", {}).get("accelerator", "t4x2"))
     quota = services.engine.backends.for_job(job).quota()
-    if quota is None:
-        return []
-    return [
-        QuotaOut(
-            account=account,
-            accelerator=accelerator,
-            seconds_left=quota.seconds_left,
-            refresh_at=quota.refresh_at,
-            allowance_seconds=WEEKLY_ALLOWANCE_SECONDS.get(accelerator, GPU_WEEKLY_SECONDS),
-        )
-    ]
+    found = (
+        []
+        if quota is None
+        else [
+            QuotaOut(
+                account=account,
+                accelerator=accelerator,
+                seconds_left=quota.seconds_left,
+                refresh_at=quota.refresh_at,
+                allowance_seconds=WEEKLY_ALLOWANCE_SECONDS.get(accelerator, GPU_WEEKLY_SECONDS),
+            )
+        ]
+    )
+    services.quota_seen.remember(user_id, found)
+    return found

@@ -143,7 +143,12 @@ def jobs_fragment(request: Request, services: ServicesDep, viewer: FragmentViewe
 
 def _jobs_context(services: ServicesDep, viewer: SignedIn) -> dict[str, Any]:
     with services.db.transaction() as session:
-        listing = queries.list_jobs(session, viewer.user.id, limit=200)
+        listing = queries.list_jobs(
+            session,
+            viewer.user.id,
+            limit=200,
+            kaggle_quota=services.quota_seen.plan(viewer.user.id),
+        )
     return {"viewer": viewer, "jobs": listing.items, "total": listing.total}
 
 
@@ -164,7 +169,13 @@ def job_fragment(
 def _job_context(services: ServicesDep, viewer: SignedIn, job_id: str) -> dict[str, Any]:
     now = datetime.now(UTC)
     with services.db.transaction() as session:
-        job = queries.get_job(session, viewer.user.id, job_id, now=now)
+        job = queries.get_job(
+            session,
+            viewer.user.id,
+            job_id,
+            now=now,
+            kaggle_quota=services.quota_seen.plan(viewer.user.id),
+        )
         segments = queries.list_segments(session, viewer.user.id, job_id)
         metrics = queries.list_metrics(session, viewer.user.id, job_id)
         checkpoints = queries.list_checkpoints(session, viewer.user.id, job_id)
