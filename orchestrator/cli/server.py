@@ -40,6 +40,7 @@ def serve(
     prestart(settings)
     app = create_app(build_services(settings))
     print(f"Baton on http://{host}:{port}  (data: {settings.data_dir})", flush=True)
+    print(f"Status page: http://{host}:{port}/ui  (sign in with an API token)", flush=True)
     if settings.admin_token is None:
         print(f"Admin token file: {settings.admin_token_file}", flush=True)
     else:

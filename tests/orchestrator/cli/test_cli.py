@@ -67,6 +67,8 @@ def test_submit_watch_to_the_end_then_download_and_verify(
     assert code == 0
     assert "succeeded" in out
 
+    code, out, _ = _run(capsys, "--url", server, "logs", job_id)  # the latest segment's log
+    assert "stopping at step 40" in out
     code, out, _ = _run(capsys, "--url", server, "checkpoints", job_id, "--json")
     checkpoints = json.loads(out)
     assert checkpoints[-1]["step"] == 40
