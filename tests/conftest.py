@@ -15,8 +15,15 @@ from orchestrator.db import Database
 from orchestrator.service import prestart
 from tests.factories import make_settings, require_services, running_api
 from tests.kaggle_emulator import Emulator, start_emulator
+from tests.support.supervisors import end_leftover_supervisors
 
 POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_supervisor_outlives_the_run() -> Iterator[None]:
+    yield
+    end_leftover_supervisors()
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from orchestrator.reference import run_uninterrupted
 from orchestrator.service import build_services, prestart
 from orchestrator.spec import JobSpec
 from tests.kaggle_emulator.client import point_at
+from tests.support.supervisors import wait_for_supervisors
 
 ADMIN_TOKEN = "bt_test-admin-token-0123456789abcdef"
 FAST_TRAINER = "tests.support.trainers:LinearTrainer"
@@ -117,6 +118,8 @@ def stop_sessions(sessions_dir: Path, timeout: float = 15) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("a session outlived its cancellation")
         time.sleep(0.05)
+    if wait_for_supervisors(roots, timeout):
+        raise AssertionError("a session's supervisor outlived its session")
 
 
 def wait_for(

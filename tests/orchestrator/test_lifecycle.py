@@ -12,6 +12,8 @@ from sqlalchemy import select
 
 from orchestrator.db import Database
 from orchestrator.lifecycle import (
+    ACTIVE_SEGMENT_STATES,
+    FINISHED_JOB_STATES,
     ActionConflict,
     JobState,
     JobView,
@@ -28,6 +30,7 @@ from orchestrator.migrate import upgrade
 from orchestrator.models import Event, Job, Segment, User
 from orchestrator.transitions import IllegalTransition, StaleState, set_job_state, set_segment_state
 from tests.factories import job_spec
+from tests.orchestrator import lifecycle_oracle as oracle
 
 
 @pytest.fixture
@@ -55,51 +58,119 @@ def _add_job(db: Database, state: JobState) -> str:
     return job.id
 
 
-@pytest.mark.parametrize(("source", "target"), list(product(JobState, JobState)))
-def test_job_transition_pairs(db: Database, source: JobState, target: JobState) -> None:
-    job_id = _add_job(db, source)
+def test_the_state_sets_are_the_documented_ones() -> None:
+    assert {state.value for state in JobState} == set(oracle.JOB)
+    assert {state.value for state in SegmentState} == set(oracle.SEGMENT)
+    assert {state.value for state in ACTIVE_SEGMENT_STATES} == oracle.ACTIVE_SEGMENT_STATES
+    assert {state.value for state in FINISHED_JOB_STATES} == oracle.FINISHED_JOB_STATES
+
+
+def test_the_transition_tables_have_exactly_the_documented_edges() -> None:
+    """One wrong edge added to (or dropped from) either table fails here, naming the edge."""
+    coded_jobs = {
+        (source.value, target.value)
+        for source in JobState
+        for target in JobState
+        if job_transition_allowed(source, target)
+    }
+    coded_segments = {
+        (source.value, target.value)
+        for source in SegmentState
+        for target in SegmentState
+        if segment_transition_allowed(source, target)
+    }
+    assert coded_jobs - oracle.edges(oracle.JOB) == set(), "undocumented job edges"
+    assert oracle.edges(oracle.JOB) - coded_jobs == set(), "documented job edges missing"
+    assert coded_segments - oracle.edges(oracle.SEGMENT) == set(), "undocumented segment edges"
+    assert oracle.edges(oracle.SEGMENT) - coded_segments == set(), "segment edges missing"
+
+
+JOB_PAIRS = list(product(sorted(oracle.JOB), sorted(oracle.JOB)))
+SEGMENT_PAIRS = list(product(sorted(oracle.SEGMENT), sorted(oracle.SEGMENT)))
+
+
+@pytest.mark.parametrize(("source", "target"), JOB_PAIRS)
+def test_job_transition_pairs(db: Database, source: str, target: str) -> None:
+    """Each (from, to) pair through the CAS writer; the expected answer comes from the oracle."""
+    job_id = _add_job(db, JobState(source))
+    allowed = oracle.allowed(oracle.JOB, source, target)
     with db.transaction() as session:
-        if job_transition_allowed(source, target):
-            set_job_state(session, job_id, source, target, event="test")
+        if allowed:
+            set_job_state(session, job_id, JobState(source), JobState(target), event="test")
         else:
             with pytest.raises(IllegalTransition):
-                set_job_state(session, job_id, source, target, event="test")
+                set_job_state(session, job_id, JobState(source), JobState(target), event="test")
     with db.transaction() as session:
         job = session.get(Job, job_id)
         assert job is not None
-        allowed = job_transition_allowed(source, target)
-        assert job.state == (target if allowed else source).value
+        assert job.state == (target if allowed else source)
         events = session.scalars(select(Event).where(Event.job_id == job_id)).all()
         assert [(e.from_state, e.to_state) for e in events] == (
-            [(source.value, target.value)] if allowed else []
+            [(source, target)] if allowed else []
         )
 
 
-@pytest.mark.parametrize(("source", "target"), list(product(SegmentState, SegmentState)))
-def test_segment_transition_pairs(db: Database, source: SegmentState, target: SegmentState) -> None:
+@pytest.mark.parametrize(("source", "target"), SEGMENT_PAIRS)
+def test_segment_transition_pairs(db: Database, source: str, target: str) -> None:
     job_id = _add_job(db, JobState.RUNNING)
     with db.transaction() as session:
         segment = Segment(
             job_id=job_id,
             index=0,
-            state=source.value,
+            state=source,
             launch_id=f"{job_id}-0000",
             start_step=0,
             limit_seconds=60,
             launch_spec={},
         )
         session.add(segment)
+    allowed = oracle.allowed(oracle.SEGMENT, source, target)
     with db.transaction() as session:
-        if segment_transition_allowed(source, target):
-            set_segment_state(session, segment, target)
+        if allowed:
+            set_segment_state(session, segment, SegmentState(target))
         else:
             with pytest.raises(IllegalTransition):
-                set_segment_state(session, segment, target)
+                set_segment_state(session, segment, SegmentState(target))
     with db.transaction() as session:
         stored = session.get(Segment, segment.id)
         assert stored is not None
-        expected = target if segment_transition_allowed(source, target) else source
-        assert stored.state == expected.value
+        assert stored.state == (target if allowed else source)
+        events = session.scalars(select(Event).where(Event.job_id == job_id)).all()
+        assert [(e.from_state, e.to_state) for e in events] == (
+            [(source, target)] if allowed else []
+        )
+
+
+def test_segment_compare_and_set_refuses_a_stale_expected_state(db: Database) -> None:
+    """Two writers that both read a running segment: the second loses and writes nothing."""
+    job_id = _add_job(db, JobState.RUNNING)
+    with db.transaction() as session:
+        session.add(
+            Segment(
+                job_id=job_id,
+                index=0,
+                state=SegmentState.RUNNING.value,
+                launch_id=f"{job_id}-0000",
+                start_step=0,
+                limit_seconds=60,
+                launch_spec={},
+            )
+        )
+    with db.transaction() as session:
+        first_view = session.scalars(select(Segment).where(Segment.job_id == job_id)).one()
+        session.expunge(first_view)
+    with db.transaction() as session:
+        second_view = session.scalars(select(Segment).where(Segment.job_id == job_id)).one()
+        session.expunge(second_view)
+    with db.transaction() as session:
+        set_segment_state(session, first_view, SegmentState.SUCCEEDED, end_step=40)
+    with pytest.raises(StaleState), db.transaction() as session:
+        set_segment_state(session, second_view, SegmentState.FAILED, error="late writer")
+    with db.transaction() as session:
+        stored = session.scalars(select(Segment).where(Segment.job_id == job_id)).one()
+        assert (stored.state, stored.end_step, stored.error) == ("succeeded", 40, None)
+        events = session.scalars(select(Event).where(Event.job_id == job_id)).all()
+        assert [e.to_state for e in events] == ["succeeded"]
 
 
 def test_compare_and_set_refuses_a_stale_expected_state(db: Database) -> None:
@@ -149,7 +220,7 @@ def test_user_actions(state: JobState, action: UserAction) -> None:
     decision = decide_user_action(_view(state), action)
     assert decision.to_state == ACTION_OUTCOMES[(state, action)]
     if decision.to_state is not None:
-        assert job_transition_allowed(state, decision.to_state)
+        assert oracle.allowed(oracle.JOB, state.value, decision.to_state.value)
 
 
 def test_pause_of_a_running_job_waits_for_the_segment_then_pauses() -> None:

@@ -8,8 +8,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from orchestrator.auth import issue_token
+from orchestrator.backends.supervisor import LOG_FILE
 from orchestrator.config import Settings
 from orchestrator.db import Database
+from orchestrator.models import Segment
 from tests.factories import auth, job_spec
 
 
@@ -88,22 +90,59 @@ def test_missing_or_wrong_token_gets_401(api: TestClient, headers: dict[str, str
         assert response.headers["WWW-Authenticate"] == "Bearer"
 
 
+def _add_finished_segment(settings: Settings, job_id: str) -> None:
+    """Segment 0 as a finished local session leaves it: a row with a handle, a log and a checkpoint
+    manifest, so every segment-level route has something to hand out (or to refuse)."""
+    handle = f"{job_id}-0000"
+    root = settings.sessions_dir / handle
+    root.mkdir(parents=True)
+    (root / LOG_FILE).write_text("step 10/50 loss=0.5\nalice's session log\n")
+    db = Database(settings.resolved_database_url)
+    with db.transaction() as session:
+        session.add(
+            Segment(
+                job_id=job_id,
+                index=0,
+                state="succeeded",
+                launch_id=handle,
+                handle=handle,
+                start_step=0,
+                end_step=10,
+                outcome="deadline",
+                limit_seconds=60,
+                launch_spec={},
+                metrics=[{"step": 10, "loss": 0.5}],
+            )
+        )
+    db.dispose()
+
+
 def test_users_see_only_their_own_jobs(api: TestClient, settings: Settings) -> None:
     job = _submit(api)
+    _add_finished_segment(settings, job["id"])
     db = Database(settings.resolved_database_url)
     with db.transaction() as session:
         bob = issue_token(session, "bob")
     db.dispose()
     as_bob = auth(bob)
+    readable = ["", "/segments", "/segments/0/log", "/events", "/metrics", "/checkpoints"]
+    # The owner reads every route, so each 404 below is the ownership check, not missing data.
+    for path in readable:
+        assert api.get(f"/api/v1/jobs/{job['id']}{path}").status_code == 200, path
+    assert "alice's session log" in api.get(f"/api/v1/jobs/{job['id']}/segments/0/log").text
     assert api.get("/api/v1/jobs", headers=as_bob).json() == {"items": [], "total": 0}
-    for path in ["", "/segments", "/events", "/metrics", "/checkpoints"]:
-        assert api.get(f"/api/v1/jobs/{job['id']}{path}", headers=as_bob).status_code == 404
-    assert api.post(f"/api/v1/jobs/{job['id']}/cancel", headers=as_bob).status_code == 404
+    for path in readable:
+        response = api.get(f"/api/v1/jobs/{job['id']}{path}", headers=as_bob)
+        assert response.status_code == 404, path
+        assert "alice" not in response.text
+    for action in ["cancel", "pause", "resume"]:
+        response = api.post(f"/api/v1/jobs/{job['id']}/{action}", headers=as_bob)
+        assert response.status_code == 404, action
     assert api.get(f"/api/v1/jobs/{job['id']}").json()["state"] == "queued"
 
 
 def test_unknown_job_gets_404(api: TestClient) -> None:
-    for path in ["", "/segments", "/events", "/metrics", "/checkpoints"]:
+    for path in ["", "/segments", "/segments/0/log", "/events", "/metrics", "/checkpoints"]:
         assert api.get(f"/api/v1/jobs/jnope{path}").status_code == 404
     for action in ["cancel", "pause", "resume"]:
         assert api.post(f"/api/v1/jobs/jnope/{action}").status_code == 404

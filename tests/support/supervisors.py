@@ -1,0 +1,46 @@
+"""Supervisors this test process started: wait for them to exit, so none outlives its test.
+
+A session's supervisor writes status.json and then exits; a test that stops as soon as the status
+is written would leave the supervisor's Popen alive at interpreter exit (a ResourceWarning).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import psutil
+
+SUPERVISOR_MODULE = "orchestrator.backends.supervisor"
+
+
+def running_supervisors(roots: Iterable[Path] | None = None) -> list[psutil.Process]:
+    """Supervisor children of this process; only those of sessions under `roots` if given."""
+    wanted = None if roots is None else {str(root) for root in roots}
+    found = []
+    for child in psutil.Process().children():
+        try:
+            command = child.cmdline()
+            if SUPERVISOR_MODULE in command and (wanted is None or command[-1] in wanted):
+                found.append(child)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def wait_for_supervisors(
+    roots: Iterable[Path] | None = None, timeout: float = 30
+) -> list[psutil.Process]:
+    """Wait until those supervisors have exited; returns the ones still running after `timeout`."""
+    _, alive = psutil.wait_procs(running_supervisors(roots), timeout=timeout)
+    return alive
+
+
+def end_leftover_supervisors(timeout: float = 30) -> None:
+    """At the end of the run: stop any supervisor still running (and its session); say so."""
+    leftovers = wait_for_supervisors(timeout=timeout)
+    for process in leftovers:
+        print(f"a session supervisor outlived its test: {process.cmdline()}", file=sys.stderr)
+        process.terminate()  # the supervisor's SIGTERM handler kills its session
+    psutil.wait_procs(leftovers, timeout=timeout)
