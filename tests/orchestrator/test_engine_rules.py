@@ -16,8 +16,8 @@ from orchestrator.backends.local import LocalBackend
 from orchestrator.backends.registry import StaticBackends
 from orchestrator.config import Settings
 from orchestrator.db import Database
-from orchestrator.engine import Engine
-from orchestrator.lifecycle import JobState
+from orchestrator.engine import Engine, JobNotFound
+from orchestrator.lifecycle import JobState, UserAction
 from orchestrator.models import Checkpoint, Job, Segment
 from orchestrator.spec import JobSpec
 from tests.factories import job_spec, stop_sessions
@@ -127,3 +127,13 @@ def test_the_next_segment_keeps_the_save_and_upload_time_earlier_segments_measur
     assert estimates["upload_seconds"] >= 3.0
     assert estimates["exit_seconds"] >= 1.0
     assert estimates["step_seconds"] == 1.0
+
+
+def test_a_user_cannot_act_on_another_users_job(engine: Engine) -> None:
+    job_id = _submit(engine)
+    with engine.db.transaction() as session:
+        bob = get_or_create_user(session, "bob").id
+    for action in UserAction:
+        with pytest.raises(JobNotFound):
+            engine.act(bob, job_id, action)
+    assert _job(engine.db, job_id).state == JobState.QUEUED

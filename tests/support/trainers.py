@@ -68,12 +68,16 @@ class LinearTrainer(Trainer):
         return {"loss": loss.item(), "lr": self.scheduler.get_last_lr()[0]}
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "sampler": self.sampler.state_dict(),
         }
+        if self.ctx.config.get("state_bytes"):
+            # Ballast: a state as large as a real model's, to exercise size-based estimates.
+            state["ballast"] = torch.zeros(int(self.ctx.config["state_bytes"]), dtype=torch.uint8)
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.model.load_state_dict(state["model"])

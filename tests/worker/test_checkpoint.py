@@ -1,5 +1,7 @@
 import json
+import random
 
+import numpy as np
 import pytest
 import torch
 
@@ -8,7 +10,7 @@ from worker.checkpoint import TMP_PREFIX, commit_checkpoint, load_checkpoint
 from worker.contract import CHECKPOINT_DIR, MANIFEST_FILE, ExpectedCheckpoint
 from worker.digest import model_digest
 from worker.manifest import CorruptCheckpoint, StaleCheckpoint, verify_checkpoint
-from worker.rng import capture_rng_state
+from worker.rng import capture_rng_state, restore_rng_state, seed_everything
 
 EXPECT = ExpectedCheckpoint("job-1", 0, 5)
 
@@ -27,18 +29,41 @@ def committed(tmp_path):
     return tmp_path / CHECKPOINT_DIR, trainer
 
 
-def test_round_trip_restores_state_step_and_rng(committed):
-    directory, trainer = committed
-    rng = capture_rng_state()
-    resume, manifest = load_checkpoint(directory, EXPECT)
+def _draws() -> dict[str, list[float]]:
+    """The next few numbers of every RNG a training step can draw from."""
+    return {
+        "python": [random.random() for _ in range(3)],
+        "python-gauss": [random.gauss(0, 1) for _ in range(3)],
+        "numpy": np.random.random(3).tolist(),
+        "numpy-gauss": np.random.standard_normal(3).tolist(),
+        "torch": torch.rand(3).tolist(),
+    }
+
+
+def test_round_trip_restores_state_step_and_every_rng(tmp_path):
+    trainer = trained()
+    seed_everything(3)
+    _draws()  # move every stream away from its seed (numpy's cached gaussian included)
+    commit_checkpoint(tmp_path, trainer, 5, capture_rng_state(), "job-1", 0)
+    expected = _draws()  # what an uninterrupted run draws next
+    seed_everything(99)  # a fresh process: every stream somewhere else
+    resume, manifest = load_checkpoint(tmp_path / CHECKPOINT_DIR, EXPECT)
     assert (manifest.job_id, manifest.segment_index, manifest.step) == ("job-1", 0, 5)
     assert resume.step == 5
+    restore_rng_state(resume.rng)
+    resumed = _draws()
+    for stream, values in expected.items():
+        assert resumed[stream] == values, f"{stream} RNG not restored"
     assert manifest.model_digest == model_digest(trainer.model_tensors())
-    assert torch.equal(resume.rng["torch"], rng["torch"])
     fresh = make_linear_trainer(seed=99)
     fresh.load_state_dict(resume.trainer)
     assert model_digest(fresh.model_tensors()) == manifest.model_digest
     assert fresh.sampler.state_dict() == trainer.sampler.state_dict()
+    restored, original = fresh.optimizer.state_dict(), trainer.optimizer.state_dict()
+    assert restored["state"].keys() == original["state"].keys() != set()
+    for key, buffers in original["state"].items():
+        assert torch.equal(restored["state"][key]["momentum_buffer"], buffers["momentum_buffer"])
+    assert fresh.scheduler.state_dict() == trainer.scheduler.state_dict()
 
 
 def test_commit_replaces_the_previous_checkpoint(committed, tmp_path):

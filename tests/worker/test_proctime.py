@@ -1,5 +1,9 @@
 import os
+import subprocess
+import sys
 import time
+
+import psutil
 
 from worker.proctime import IMPORT_TIME, process_start_time
 
@@ -11,9 +15,24 @@ def fake_proc(tmp_path, stat: str, uptime: str):
     return tmp_path
 
 
-def test_this_process_started_before_the_worker_was_imported():
-    started = process_start_time()
-    assert IMPORT_TIME - 3600 <= started <= IMPORT_TIME <= time.time()
+def test_this_process_start_is_the_one_the_kernel_recorded():
+    # psutil reads the same kernel record its own way (boot time from /proc/stat, whole seconds).
+    kernel_says = psutil.Process().create_time()
+    assert abs(process_start_time() - kernel_says) < 1.5
+
+
+def test_time_spent_before_the_import_counts_against_the_session():
+    """A process that idles 3 s before importing the worker still starts its clock at its start,
+    not at the import (the fallback would lose those 3 s of the session)."""
+    code = (
+        "import time; time.sleep(3); "
+        "from worker.proctime import IMPORT_TIME, process_start_time; "
+        "print(IMPORT_TIME - process_start_time())"
+    )
+    before_import = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert float(before_import.stdout) >= 3.0
 
 
 def test_command_names_with_spaces_and_parentheses_parse(tmp_path):

@@ -44,11 +44,15 @@ class FakeClock:
         return self.now
 
 
-def run(root, spec, stop_flag=None) -> SegmentResult:
+def run(root, spec, stop_flag=None, clock=None) -> SegmentResult:
     if not (root / SEGMENT_FILE).exists():
         make_root(root, spec)
     runner = SegmentRunner(
-        spec, root, process_start=0.0, clock=FakeClock(), stop_flag=stop_flag or StopFlag()
+        spec,
+        root,
+        process_start=0.0,
+        clock=clock or FakeClock(),
+        stop_flag=stop_flag or StopFlag(),
     )
     return runner.run()
 
@@ -175,12 +179,46 @@ def test_bad_resume_input_is_rejected_never_trained_from_scratch(tmp_path, case,
 
 
 def test_main_exit_codes(tmp_path):
-    ok = make_root(tmp_path / "ok", make_spec(total_steps=3))
+    first = make_spec(total_steps=3)
+    ok = make_root(tmp_path / "ok", first)
     assert main(["--root", str(ok), "--started-at", "0"]) == EXIT_COMMITTED  # long past: deadline
     assert read_outcome(ok) == Outcome.DEADLINE
     assert main(["--root", str(tmp_path / "empty")]) == EXIT_FAILED
-    stale = next_spec(make_spec(), read_result(ok, make_spec()))
-    assert main(["--root", str(make_root(tmp_path / "stale", stale))]) == EXIT_REJECTED
+    # Stale: a real, intact checkpoint is mounted, but it is not the step the spec expects.
+    done = read_result(ok, first)
+    stale = next_spec(first, done, expect=ExpectedCheckpoint("job-1", 0, done.end_step + 1))
+    root = make_root(tmp_path / "stale", stale, resume_from=output_checkpoint(ok, first))
+    assert verify_checkpoint(root / "input" / "checkpoint").step == done.end_step
+    assert main(["--root", str(root)]) == EXIT_REJECTED
+    assert read_outcome(root) == Outcome.REJECTED
+    error = json.loads((root / "working" / RESULT_FILE).read_text())["error"]
+    assert "not the expected one" in error
+
+
+BALLAST_BYTES = 40_000_000  # the size-based save estimate grows by 0.4 s
+
+
+@pytest.mark.parametrize("start", ["fresh", "resumed"])
+def test_the_save_estimate_follows_the_state_size(tmp_path, start):
+    """With no measured save time, the deadline keeps time to write the state the segment holds
+    (its own state when fresh, the checkpoint's size when resumed): a larger state stops sooner."""
+    steps = {}
+    for ballast in (0, BALLAST_BYTES):
+        root = tmp_path / f"ballast-{ballast}"
+        config = {"state_bytes": ballast}
+        spec = make_spec(total_steps=10_000, limit_seconds=20.0, config=config)
+        if start == "resumed":
+            first = make_spec(total_steps=1, config=config)
+            done = run(root / "first", first)
+            spec = next_spec(first, done, total_steps=10_000, limit_seconds=20.0)
+            make_root(root / "second", spec, resume_from=output_checkpoint(root / "first", first))
+            root = root / "second"
+        # 10 ms per clock reading: about 600 steps fit in the 20 s session.
+        result = run(root, spec, clock=FakeClock(tick=0.01))
+        assert result.outcome == Outcome.DEADLINE
+        steps[ballast] = result.end_step - result.start_step
+    # 0.4 s more of save estimate is about 13 steps of 30 ms less training.
+    assert steps[BALLAST_BYTES] <= steps[0] - 10
 
 
 def read_outcome(root):

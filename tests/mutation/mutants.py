@@ -1,0 +1,520 @@
+"""The mutant list: one-line breaks of Baton's promises, and the tests that must catch each.
+
+`path` is a glob (so a module that becomes a package keeps its mutants); `before` must occur
+exactly once in the matching files, or the mutant is reported stale and the run fails: the list is
+kept true as the code changes. `guarantee` names the row of the guarantee table in
+docs/testing.md; those mutants are the fast subset CI runs. `equivalent` gives the reason a
+mutant is not run: it changes no behaviour a user can observe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    module: str
+    path: str
+    before: str
+    after: str
+    tests: tuple[str, ...]
+    guarantee: str | None = None
+    equivalent: str | None = None
+    timeout: float = 300.0
+
+
+# A module that becomes a package keeps its mutants: a matching directory means its .py files.
+ENGINE_FILES = "orchestrator/engine*"
+LIFECYCLE = "tests/orchestrator/test_lifecycle.py"
+ORACLE_TESTS = (
+    f"{LIFECYCLE}::test_the_transition_tables_have_exactly_the_documented_edges",
+    f"{LIFECYCLE}::test_the_state_sets_are_the_documented_ones",
+)
+ENGINE_RULES = "tests/orchestrator/test_engine_rules.py"
+JOBS_API = "tests/orchestrator/api/test_jobs.py"
+RUNTIME = "tests/worker/test_runtime.py"
+
+MUTANTS: tuple[Mutant, ...] = (
+    # --- orchestrator/lifecycle.py: the transition tables and the pure rules ------------------
+    Mutant(
+        "lifecycle-succeeded-to-queued",
+        "lifecycle",
+        "orchestrator/lifecycle.py",
+        "    JobState.SUCCEEDED: frozenset(),",
+        "    JobState.SUCCEEDED: frozenset({JobState.QUEUED}),",
+        (*ORACLE_TESTS, f"{LIFECYCLE}::test_job_transition_pairs"),
+        guarantee="lifecycle",
+    ),
+    Mutant(
+        "lifecycle-paused-to-running",
+        "lifecycle",
+        "orchestrator/lifecycle.py",
+        "    JobState.PAUSED: frozenset({JobState.QUEUED, JobState.CANCELLED}),",
+        "    JobState.PAUSED: frozenset({JobState.QUEUED, JobState.CANCELLED, JobState.RUNNING}),",
+        ORACLE_TESTS,
+        guarantee="lifecycle",
+    ),
+    Mutant(
+        "lifecycle-failed-cannot-resume",
+        "lifecycle",
+        "orchestrator/lifecycle.py",
+        "    JobState.FAILED: frozenset({JobState.QUEUED}),",
+        "    JobState.FAILED: frozenset(),",
+        ORACLE_TESTS,
+        guarantee="lifecycle",
+    ),
+    Mutant(
+        "lifecycle-segment-succeeded-to-failed",
+        "lifecycle",
+        "orchestrator/lifecycle.py",
+        "    SegmentState.SUCCEEDED: frozenset(),",
+        "    SegmentState.SUCCEEDED: frozenset({SegmentState.FAILED}),",
+        (*ORACLE_TESTS, f"{LIFECYCLE}::test_segment_transition_pairs"),
+        guarantee="lifecycle",
+    ),
+    Mutant(
+        "lifecycle-no-progress-is-progress",
+        "lifecycle",
+        "orchestrator/lifecycle.py",
+        "        if not end.progressed and not job.pause_requested:",
+        "        if False:",
+        (f"{LIFECYCLE}::test_a_segment_that_commits_no_new_step_counts_as_a_failure",),
+        guarantee="no infinite chaining",
+    ),
+    Mutant(
+        "lifecycle-one-failure-too-many",
+        "lifecycle",
+        "orchestrator/lifecycle.py",
+        "    if failures > job.max_failures:",
+        "    if failures > job.max_failures + 1:",
+        (f"{LIFECYCLE}::test_failures_retry_until_max_failures_then_fail_with_the_reason",),
+        guarantee="retries",
+    ),
+    Mutant(
+        "lifecycle-commit-keeps-failures",
+        "lifecycle",
+        "orchestrator/lifecycle.py",
+        '        fields: dict[str, Any] = {"steps_done": end.end_step, "failures": 0}',
+        '        fields: dict[str, Any] = {"steps_done": end.end_step}',
+        (f"{LIFECYCLE}::test_committed_segment_chains_the_next_or_finishes",),
+        guarantee="retries",
+    ),
+    Mutant(
+        "lifecycle-done-one-step-late",
+        "lifecycle",
+        "orchestrator/lifecycle.py",
+        "        done = end.end_step >= job.total_steps",
+        "        done = end.end_step > job.total_steps",
+        (f"{LIFECYCLE}::test_committed_segment_chains_the_next_or_finishes",),
+        guarantee="lifecycle",
+    ),
+    Mutant(
+        "lifecycle-quota-never-parks",
+        "lifecycle",
+        "orchestrator/lifecycle.py",
+        "    if job.state is JobState.QUEUED and refresh_at is not None and refresh_at > now:",
+        "    if job.state is JobState.QUEUED and refresh_at is not None and refresh_at < now:",
+        (f"{LIFECYCLE}::test_quota_parks_and_wakes_jobs",),
+        guarantee="quota waiting",
+    ),
+    Mutant(
+        "lifecycle-quota-never-wakes",
+        "lifecycle",
+        "orchestrator/lifecycle.py",
+        "    if job.state is JobState.WAITING and (refresh_at is None or refresh_at <= now):",
+        "    if job.state is JobState.WAITING and refresh_at is None:",
+        (f"{LIFECYCLE}::test_quota_parks_and_wakes_jobs",),
+        guarantee="quota waiting",
+    ),
+    Mutant(
+        "lifecycle-cancel-a-finished-job",
+        "lifecycle",
+        "orchestrator/lifecycle.py",
+        "    if job.state in FINISHED_JOB_STATES:",
+        "    if job.state is JobState.CANCELLED:",
+        (f"{LIFECYCLE}::test_user_actions",),
+        guarantee="lifecycle",
+    ),
+    # --- orchestrator/transitions.py: the compare-and-set writer --------------------------------
+    Mutant(
+        "transitions-job-cas-dropped",
+        "transitions",
+        "orchestrator/transitions.py",
+        "        .where(Job.id == job_id, Job.state == expected.value)",
+        "        .where(Job.id == job_id)",
+        (f"{LIFECYCLE}::test_compare_and_set_refuses_a_stale_expected_state",),
+        guarantee="compare-and-set",
+    ),
+    Mutant(
+        "transitions-segment-cas-dropped",
+        "transitions",
+        "orchestrator/transitions.py",
+        "        .where(Segment.id == segment.id, Segment.state == expected.value)",
+        "        .where(Segment.id == segment.id)",
+        (f"{LIFECYCLE}::test_segment_compare_and_set_refuses_a_stale_expected_state",),
+        guarantee="compare-and-set",
+    ),
+    Mutant(
+        "transitions-job-table-unchecked",
+        "transitions",
+        "orchestrator/transitions.py",
+        "    if target is not None and not job_transition_allowed(expected, target):",
+        "    if False:",
+        (f"{LIFECYCLE}::test_job_transition_pairs",),
+        guarantee="lifecycle",
+    ),
+    Mutant(
+        "transitions-segment-table-unchecked",
+        "transitions",
+        "orchestrator/transitions.py",
+        "    if not segment_transition_allowed(expected, target):",
+        "    if False:",
+        (f"{LIFECYCLE}::test_segment_transition_pairs",),
+        guarantee="lifecycle",
+    ),
+    Mutant(
+        "transitions-no-finished-at",
+        "transitions",
+        "orchestrator/transitions.py",
+        '            values["finished_at"] = utcnow()',
+        "            pass",
+        (f"{JOBS_API}::test_actions_follow_the_lifecycle_and_conflicts_get_409",),
+    ),
+    # --- orchestrator/planner.py ---------------------------------------------------------------
+    Mutant(
+        "planner-forgets-measured-save",
+        "planner",
+        "orchestrator/planner.py",
+        "        save_seconds=max(past.save_seconds for past in recent) * ESTIMATE_PADDING,",
+        "        save_seconds=None,",
+        (
+            "tests/orchestrator/test_planner.py",
+            f"{ENGINE_RULES}::test_the_next_segment_keeps_the_save_and_upload_time_earlier_"
+            "segments_measured",
+        ),
+        guarantee="learned estimates",
+    ),
+    Mutant(
+        "planner-forgets-measured-upload",
+        "planner",
+        "orchestrator/planner.py",
+        "        upload_seconds=max(past.upload_seconds for past in recent) * ESTIMATE_PADDING,",
+        "        upload_seconds=0.0,",
+        ("tests/orchestrator/test_planner.py",),
+        guarantee="learned estimates",
+    ),
+    Mutant(
+        "planner-quota-ignored",
+        "planner",
+        "orchestrator/planner.py",
+        "        limit = min(limit, quota_seconds)",
+        "        limit = limit",
+        ("tests/orchestrator/test_planner.py",),
+        guarantee="quota waiting",
+    ),
+    Mutant(
+        "planner-restarts-from-zero",
+        "planner",
+        "orchestrator/planner.py",
+        "        start_step=latest.step if latest else 0,",
+        "        start_step=0,",
+        ("tests/orchestrator/test_planner.py",),
+        guarantee="exact resume",
+    ),
+    Mutant(
+        "planner-resume-without-expect",
+        "planner",
+        "orchestrator/planner.py",
+        "        expect = ExpectedCheckpoint(job_id, plan.resume.segment_index, plan.resume.step)",
+        "        expect = None",
+        ("tests/orchestrator/test_planner.py",),
+        guarantee="verified handoff",
+    ),
+    Mutant(
+        "planner-no-minimum-session",
+        "planner",
+        "orchestrator/planner.py",
+        "    return max(MIN_SESSION_SECONDS, USEFUL_FACTOR * fixed)",
+        "    return MIN_SESSION_SECONDS",
+        ("tests/orchestrator/test_planner.py",),
+        guarantee="quota waiting",
+    ),
+    # --- the engine (orchestrator/engine.py, or the orchestrator/engine/ package) -------------
+    Mutant(
+        "engine-every-segment-progresses",
+        "engine",
+        ENGINE_FILES,
+        "progressed=bool(committed and result and result.end_step > segment.start_step),",
+        "progressed=True,",
+        (
+            f"{ENGINE_RULES}::test_a_session_too_short_for_one_step_fails_the_job_instead_of_"
+            "chaining",
+        ),
+        guarantee="no infinite chaining",
+    ),
+    Mutant(
+        "engine-forgets-measured-save",
+        "engine",
+        ENGINE_FILES,
+        'save_seconds=float(timings.get("save", 0.0)),',
+        "save_seconds=0.0,",
+        (
+            f"{ENGINE_RULES}::test_the_next_segment_keeps_the_save_and_upload_time_earlier_"
+            "segments_measured",
+        ),
+        guarantee="learned estimates",
+    ),
+    Mutant(
+        "engine-forgets-history",
+        "engine",
+        ENGINE_FILES,
+        "return [_past(segment) for segment in done if segment.timings]",
+        "return []",
+        (
+            f"{ENGINE_RULES}::test_the_next_segment_keeps_the_save_and_upload_time_earlier_"
+            "segments_measured",
+        ),
+        guarantee="learned estimates",
+    ),
+    Mutant(
+        "engine-launch-skips-find",
+        "engine",
+        ENGINE_FILES,
+        "handle = backend.find(segment.launch_id)",
+        "handle = None",
+        ("tests/orchestrator/test_recovery.py::test_death_around_launch_never_launches_twice",),
+        guarantee="no duplicate launch",
+    ),
+    Mutant(
+        "engine-act-ignores-owner",
+        "engine",
+        ENGINE_FILES,
+        "if job is None or job.user_id != user_id:",
+        "if job is None:",
+        (f"{ENGINE_RULES}::test_a_user_cannot_act_on_another_users_job",),
+        guarantee="isolation",
+    ),
+    # --- the API's authentication and ownership -------------------------------------------------
+    Mutant(
+        "api-segment-log-unowned",
+        "api auth/ownership",
+        "orchestrator/api/routes/jobs.py",
+        "        job = _own_job(session, user, job_id)\n        segment = session.scalars(",
+        "        job = session.get(Job, job_id) or _own_job(session, user, job_id)\n"
+        "        segment = session.scalars(",
+        (f"{JOBS_API}::test_users_see_only_their_own_jobs",),
+        guarantee="isolation",
+    ),
+    Mutant(
+        "api-own-job-ignores-owner",
+        "api auth/ownership",
+        "orchestrator/api/routes/jobs.py",
+        "    if job is None or job.user_id != user.id:",
+        "    if job is None:",
+        (f"{JOBS_API}::test_users_see_only_their_own_jobs",),
+        guarantee="isolation",
+    ),
+    Mutant(
+        "api-list-shows-everyone",
+        "api auth/ownership",
+        "orchestrator/api/routes/jobs.py",
+        "    query = select(Job).where(Job.user_id == user.id)",
+        "    query = select(Job)",
+        (f"{JOBS_API}::test_users_see_only_their_own_jobs",),
+        guarantee="isolation",
+    ),
+    Mutant(
+        "auth-any-token-matches",
+        "api auth/ownership",
+        "orchestrator/auth.py",
+        "    row = session.scalars(select(ApiToken).where(ApiToken.token_hash == "
+        "hash_token(token))).first()",
+        "    row = session.scalars(select(ApiToken)).first()",
+        (f"{JOBS_API}::test_missing_or_wrong_token_gets_401",),
+        guarantee="isolation",
+    ),
+    # --- orchestrator/backends/local.py: what collect hands over --------------------------------
+    Mutant(
+        "local-collect-trusts-stored-copy",
+        "local backend",
+        "orchestrator/backends/local*",
+        "            manifest = verify_checkpoint(store, expect)",
+        '            manifest = __import__("worker.manifest").manifest.read_manifest(store)',
+        ("tests/orchestrator/backends/test_local_collect.py",),
+        guarantee="verified handoff",
+    ),
+    Mutant(
+        "local-collect-verifies-nothing",
+        "local backend",
+        "orchestrator/backends/local*",
+        "                verify_checkpoint(source, expect)\n",
+        "                pass\n",
+        ("tests/orchestrator/backends/test_local_collect.py",),
+        equivalent="the stored copy is verified again right after the move, so a damaged or stale "
+        "output is still rejected; only where the rejected files lie differs",
+    ),
+    # --- worker/: the in-session runtime --------------------------------------------------------
+    Mutant(
+        "worker-numpy-rng-not-restored",
+        "worker",
+        "worker/rng.py",
+        '    np.random.set_state((npy["kind"], keys, npy["pos"], npy["has_gauss"], '
+        'npy["cached_gaussian"]))',
+        "    pass",
+        (
+            "tests/worker/test_checkpoint.py::test_round_trip_restores_state_step_and_every_rng",
+            "tests/worker/test_rng.py",
+        ),
+        guarantee="exact resume",
+    ),
+    Mutant(
+        "worker-python-rng-not-restored",
+        "worker",
+        "worker/rng.py",
+        '    random.setstate((py["version"], tuple(py["state"]), py["gauss"]))',
+        "    pass",
+        ("tests/worker/test_checkpoint.py::test_round_trip_restores_state_step_and_every_rng",),
+        guarantee="exact resume",
+    ),
+    Mutant(
+        "worker-rng-not-restored-on-resume",
+        "worker",
+        "worker/runtime.py",
+        "            restore_rng_state(resume.rng)",
+        "            pass",
+        (f"{RUNTIME}::test_deadline_chain_matches_uninterrupted_run",),
+        guarantee="exact resume",
+    ),
+    Mutant(
+        "worker-sampler-set-epoch-restarts",
+        "worker",
+        "worker/sampler.py",
+        "        if epoch != self.epoch:",
+        "        if True:",
+        ("tests/worker/test_sampler.py",),
+        guarantee="exact resume",
+    ),
+    Mutant(
+        "worker-sampler-same-order-every-epoch",
+        "worker",
+        "worker/sampler.py",
+        "                self.epoch += 1",
+        "                self.epoch += 0",
+        ("tests/worker/test_sampler.py",),
+        guarantee="exact resume",
+    ),
+    Mutant(
+        "worker-digest-insertion-order",
+        "worker",
+        "worker/digest.py",
+        "    for key in sorted(tensors):",
+        "    for key in tensors:",
+        ("tests/worker/test_digest.py",),
+        guarantee="exact resume",
+    ),
+    Mutant(
+        "worker-manifest-hash-not-compared",
+        "worker",
+        "worker/manifest.py",
+        "        if path.stat().st_size != entry.bytes or sha256_file(path) != entry.sha256:",
+        "        if path.stat().st_size != entry.bytes:",
+        ("tests/worker/test_checkpoint.py::test_tampered_file_is_rejected",),
+        guarantee="verified handoff",
+    ),
+    Mutant(
+        "worker-manifest-identity-not-checked",
+        "worker",
+        "worker/manifest.py",
+        "        if found != wanted:",
+        "        if False:",
+        ("tests/worker/test_checkpoint.py::test_stale_checkpoint_is_rejected",),
+        guarantee="verified handoff",
+    ),
+    Mutant(
+        "worker-resume-without-expect",
+        "worker",
+        "worker/runtime.py",
+        '            raise CorruptCheckpoint("resume_path given without expect: staleness is '
+        'uncheckable")',
+        "            return verify_checkpoint(self.root / spec.resume_path)",
+        (f"{RUNTIME}::test_bad_resume_input_is_rejected_never_trained_from_scratch",),
+        guarantee="verified handoff",
+    ),
+    Mutant(
+        "worker-uncommitted-steps-count",
+        "worker",
+        "worker/runtime.py",
+        "        if self.result.committed:\n            self.result.end_step = self.progress.step",
+        "        if True:\n            self.result.end_step = self.progress.step",
+        (f"{RUNTIME}::test_exception_fails_the_segment_without_a_commit",),
+        guarantee="verified handoff",
+    ),
+    Mutant(
+        "worker-commit-not-atomic",
+        "worker",
+        "worker/checkpoint.py",
+        "        shutil.rmtree(tmp, ignore_errors=True)\n        raise",
+        "        _move_into_place(tmp, output_dir / CHECKPOINT_DIR)\n        raise",
+        (
+            "tests/worker/test_checkpoint.py::test_failed_write_leaves_the_previous_checkpoint_"
+            "and_no_temp_dir",
+        ),
+        guarantee="atomic checkpoint",
+    ),
+    Mutant(
+        "worker-deadline-ignores-save",
+        "worker",
+        "worker/deadline.py",
+        "            self.save_seconds\n            + self.estimates.upload_seconds",
+        "            0.0\n            + self.estimates.upload_seconds",
+        ("tests/worker/test_deadline.py",),
+        guarantee="deadline rule",
+    ),
+    Mutant(
+        "worker-deadline-ignores-step-time",
+        "worker",
+        "worker/deadline.py",
+        "    return now + k_steps * step_seconds + reserved_seconds > deadline",
+        "    return now + reserved_seconds > deadline",
+        ("tests/worker/test_deadline.py",),
+        guarantee="deadline rule",
+    ),
+    Mutant(
+        "worker-no-state-size-fresh",
+        "worker",
+        "worker/runtime.py",
+        "            self.budget.record_state_size(state_nbytes(trainer.state_dict()))",
+        "            pass",
+        (f"{RUNTIME}::test_the_save_estimate_follows_the_state_size",),
+        guarantee="deadline rule",
+    ),
+    Mutant(
+        "worker-no-state-size-resumed",
+        "worker",
+        "worker/runtime.py",
+        "            self.budget.record_state_size(manifest.total_bytes)",
+        "            pass",
+        (f"{RUNTIME}::test_the_save_estimate_follows_the_state_size",),
+        guarantee="deadline rule",
+    ),
+    Mutant(
+        "worker-proctime-wrong-field",
+        "worker",
+        "worker/proctime.py",
+        "        start_ticks = int(fields[19])",
+        "        start_ticks = int(fields[20])",
+        ("tests/worker/test_proctime.py",),
+        guarantee="deadline rule",
+    ),
+    Mutant(
+        "worker-proctime-always-import-time",
+        "worker",
+        "worker/proctime.py",
+        "    return started\n",
+        "    return IMPORT_TIME\n",
+        ("tests/worker/test_proctime.py",),
+        guarantee="deadline rule",
+    ),
+)
