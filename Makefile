@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # A CPU build of torch; a looser pin pulls a multi-GB CUDA build. Override on a GPU machine.
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test mutate lint format bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,6 +18,10 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest
+
+# Every listed mutant against the tests that must catch it (docs/testing.md); CI runs --guarantees.
+mutate: $(VENV)/.installed
+	$(PY) -m tests.mutation --baseline
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

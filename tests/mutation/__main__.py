@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import resource
 import sys
 import time
 from collections import Counter
@@ -108,8 +109,11 @@ def main(argv: list[str] | None = None) -> int:
             if outcome.verdict in (Verdict.SURVIVED, Verdict.STALE):
                 print(outcome.detail, file=sys.stderr)
     minutes = (time.monotonic() - started) / 60
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_minutes = (children.ru_utime + children.ru_stime) / 60
     scope = "guarantee-table mutants" if args.guarantees else "all mutants"
-    text = summary(outcomes, equivalent, f"Mutation run ({scope}, {minutes:.1f} min):")
+    title = f"Mutation run ({scope}): {minutes:.1f} min wall, {cpu_minutes:.1f} min CPU"
+    text = summary(outcomes, equivalent, title)
     print(text)
     if args.write_summary:
         write_summary(args.write_summary, text)
