@@ -301,17 +301,18 @@ MUTANTS: tuple[Mutant, ...] = (
         "api-segment-log-unowned",
         "api auth/ownership",
         "orchestrator/api/routes/jobs.py",
-        "        job = _own_job(session, user, job_id)\n        segment = session.scalars(",
-        "        job = session.get(Job, job_id) or _own_job(session, user, job_id)\n"
-        "        segment = session.scalars(",
+        "        job = queries.own_job(session, user.id, job_id)\n"
+        "        segment = queries.find_segment(session, user.id, job_id, index)",
+        "        job = session.get(queries.Job, job_id)\n"
+        "        segment = queries.find_segment(session, job.user_id, job_id, index)",
         (f"{JOBS_API}::test_users_see_only_their_own_jobs",),
         guarantee="isolation",
     ),
     Mutant(
         "api-own-job-ignores-owner",
         "api auth/ownership",
-        "orchestrator/api/routes/jobs.py",
-        "    if job is None or job.user_id != user.id:",
+        "orchestrator/queries.py",
+        "    if job is None or job.user_id != user_id:",
         "    if job is None:",
         (f"{JOBS_API}::test_users_see_only_their_own_jobs",),
         guarantee="isolation",
@@ -319,8 +320,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "api-list-shows-everyone",
         "api auth/ownership",
-        "orchestrator/api/routes/jobs.py",
-        "    query = select(Job).where(Job.user_id == user.id)",
+        "orchestrator/queries.py",
+        "    query = select(Job).where(Job.user_id == user_id)",
         "    query = select(Job)",
         (f"{JOBS_API}::test_users_see_only_their_own_jobs",),
         guarantee="isolation",

@@ -6,11 +6,14 @@ is written would leave the supervisor's Popen alive at interpreter exit (a Resou
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 import psutil
+
+from orchestrator.backends import sessions
 
 SUPERVISOR_MODULE = "orchestrator.backends.supervisor"
 
@@ -44,3 +47,11 @@ def end_leftover_supervisors(timeout: float = 30) -> None:
         print(f"a session supervisor outlived its test: {process.cmdline()}", file=sys.stderr)
         process.terminate()  # the supervisor's SIGTERM handler kills its session
     psutil.wait_procs(leftovers, timeout=timeout)
+    # The launcher's own Popen handles: reaped here, none is left to warn at interpreter exit.
+    for handle in list(sessions._children.values()):
+        try:
+            handle.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            handle.kill()
+            handle.wait()
+    sessions.reap_finished()
