@@ -1,4 +1,4 @@
-"""`python -m tests.mutation [--guarantees] [--only ID ...] [--baseline] [--write-summary FILE]`."""
+"""`python -m tests.mutation`: run the mutants (all, --guarantees, --ci or --only IDs), report."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ SUMMARY_END = "<!-- mutation-summary:end -->"
 
 def select(args: argparse.Namespace) -> list[Mutant]:
     chosen = [m for m in MUTANTS if not args.guarantees or m.guarantee is not None]
+    if args.ci:
+        chosen = [m for m in chosen if m.ci]
     if args.only:
         unknown = set(args.only) - {m.id for m in MUTANTS}
         if unknown:
@@ -53,16 +55,21 @@ def summary(outcomes: list[Outcome], equivalent: list[Mutant], title: str) -> st
         f"| **all** | {total['killed']} | {total['survived']} | {total['equivalent']} "
         f"| {total['stale']} |"
     )
-    lines += ["", "| mutant | guarantee | verdict | seconds |", "| --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "| mutant | guarantee | verdict | caught by | seconds |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for outcome in outcomes:
         mutant = outcome.mutant
+        caught = f"`{outcome.killed_by}`" if outcome.killed_by else "-"
         lines.append(
-            f"| `{mutant.id}` | {mutant.guarantee or '-'} | {outcome.verdict} "
+            f"| `{mutant.id}` | {mutant.guarantee or '-'} | {outcome.verdict} | {caught} "
             f"| {outcome.seconds:.0f} |"
         )
     for mutant in equivalent:
         lines.append(
-            f"| `{mutant.id}` | {mutant.guarantee or '-'} | equivalent: {mutant.equivalent} | - |"
+            f"| `{mutant.id}` | {mutant.guarantee or '-'} | equivalent | {mutant.equivalent} | - |"
         )
     return "\n".join(lines) + "\n"
 
@@ -79,6 +86,7 @@ def write_summary(path: Path, text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__)
     parser.add_argument("--guarantees", action="store_true", help="only the guarantee table's")
+    parser.add_argument("--ci", action="store_true", help="only the fast subset CI runs")
     parser.add_argument("--only", nargs="+", metavar="ID", help="only these mutants")
     parser.add_argument("--baseline", action="store_true", help="first run the tests unmutated")
     parser.add_argument("--write-summary", type=Path, metavar="FILE", help="e.g. docs/testing.md")
@@ -111,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     minutes = (time.monotonic() - started) / 60
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_minutes = (children.ru_utime + children.ru_stime) / 60
-    scope = "guarantee-table mutants" if args.guarantees else "all mutants"
+    scope = "CI subset" if args.ci else "guarantee-table mutants" if args.guarantees else "all"
     title = f"Mutation run ({scope}): {minutes:.1f} min wall, {cpu_minutes:.1f} min CPU"
     text = summary(outcomes, equivalent, title)
     print(text)

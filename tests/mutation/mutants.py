@@ -3,7 +3,8 @@
 `path` is a glob (so a module that becomes a package keeps its mutants); `before` must occur
 exactly once in the matching files, or the mutant is reported stale and the run fails: the list is
 kept true as the code changes. `guarantee` names the row of the guarantee table in
-docs/testing.md; those mutants are the fast subset CI runs. `equivalent` gives the reason a
+docs/testing.md; `ci` marks the fast subset CI runs (every guarantee that has mutants, and the
+seven that survived before issue 12). `equivalent` gives the reason a
 mutant is not run: it changes no behaviour a user can observe.
 """
 
@@ -22,6 +23,7 @@ class Mutant:
     tests: tuple[str, ...]
     guarantee: str | None = None
     equivalent: str | None = None
+    ci: bool = False  # in the fast subset CI runs: each guarantee once, the issue-12 seven
     timeout: float = 300.0
 
 
@@ -46,6 +48,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    JobState.SUCCEEDED: frozenset({JobState.QUEUED}),",
         (*ORACLE_TESTS, f"{LIFECYCLE}::test_job_transition_pairs"),
         guarantee="lifecycle",
+        ci=True,
     ),
     Mutant(
         "lifecycle-paused-to-running",
@@ -82,6 +85,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if False:",
         (f"{LIFECYCLE}::test_a_segment_that_commits_no_new_step_counts_as_a_failure",),
         guarantee="no infinite chaining",
+        ci=True,
     ),
     Mutant(
         "lifecycle-one-failure-too-many",
@@ -91,6 +95,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if failures > job.max_failures + 1:",
         (f"{LIFECYCLE}::test_failures_retry_until_max_failures_then_fail_with_the_reason",),
         guarantee="retries",
+        ci=True,
     ),
     Mutant(
         "lifecycle-commit-keeps-failures",
@@ -118,6 +123,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if job.state is JobState.QUEUED and refresh_at is not None and refresh_at < now:",
         (f"{LIFECYCLE}::test_quota_parks_and_wakes_jobs",),
         guarantee="quota waiting",
+        ci=True,
     ),
     Mutant(
         "lifecycle-quota-never-wakes",
@@ -146,6 +152,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        .where(Job.id == job_id)",
         (f"{LIFECYCLE}::test_compare_and_set_refuses_a_stale_expected_state",),
         guarantee="compare-and-set",
+        ci=True,
     ),
     Mutant(
         "transitions-segment-cas-dropped",
@@ -155,6 +162,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        .where(Segment.id == segment.id)",
         (f"{LIFECYCLE}::test_segment_compare_and_set_refuses_a_stale_expected_state",),
         guarantee="compare-and-set",
+        ci=True,
     ),
     Mutant(
         "transitions-job-table-unchecked",
@@ -213,6 +221,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        limit = limit",
         ("tests/orchestrator/test_planner.py",),
         guarantee="quota waiting",
+        ci=True,
     ),
     Mutant(
         "planner-restarts-from-zero",
@@ -253,6 +262,7 @@ MUTANTS: tuple[Mutant, ...] = (
             "chaining",
         ),
         guarantee="no infinite chaining",
+        ci=True,
     ),
     Mutant(
         "engine-forgets-measured-save",
@@ -265,6 +275,7 @@ MUTANTS: tuple[Mutant, ...] = (
             "segments_measured",
         ),
         guarantee="learned estimates",
+        ci=True,
     ),
     Mutant(
         "engine-forgets-history",
@@ -286,6 +297,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "handle = None",
         ("tests/orchestrator/test_recovery.py::test_death_around_launch_never_launches_twice",),
         guarantee="no duplicate launch",
+        ci=True,
     ),
     Mutant(
         "engine-act-ignores-owner",
@@ -307,6 +319,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        segment = queries.find_segment(session, job.user_id, job_id, index)",
         (f"{JOBS_API}::test_users_see_only_their_own_jobs",),
         guarantee="isolation",
+        ci=True,
     ),
     Mutant(
         "api-own-job-ignores-owner",
@@ -316,6 +329,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if job is None:",
         (f"{JOBS_API}::test_users_see_only_their_own_jobs",),
         guarantee="isolation",
+        ci=True,
     ),
     Mutant(
         "api-list-shows-everyone",
@@ -335,6 +349,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    row = session.scalars(select(ApiToken)).first()",
         (f"{JOBS_API}::test_missing_or_wrong_token_gets_401",),
         guarantee="isolation",
+        ci=True,
     ),
     # --- orchestrator/backends/local.py: what collect hands over --------------------------------
     Mutant(
@@ -343,8 +358,12 @@ MUTANTS: tuple[Mutant, ...] = (
         "orchestrator/backends/local*",
         "            manifest = verify_checkpoint(store, expect)",
         '            manifest = __import__("worker.manifest").manifest.read_manifest(store)',
-        ("tests/orchestrator/backends/test_local_collect.py",),
+        (
+            "tests/orchestrator/backends/test_local_collect.py::test_a_stored_copy_damaged_before_"
+            "a_repeated_collect_is_rejected",
+        ),
         guarantee="verified handoff",
+        ci=True,
     ),
     Mutant(
         "local-collect-verifies-nothing",
@@ -369,6 +388,7 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/worker/test_rng.py",
         ),
         guarantee="exact resume",
+        ci=True,
     ),
     Mutant(
         "worker-python-rng-not-restored",
@@ -414,6 +434,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    for key in tensors:",
         ("tests/worker/test_digest.py",),
         guarantee="exact resume",
+        ci=True,
     ),
     Mutant(
         "worker-manifest-hash-not-compared",
@@ -423,6 +444,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if path.stat().st_size != entry.bytes:",
         ("tests/worker/test_checkpoint.py::test_tampered_file_is_rejected",),
         guarantee="verified handoff",
+        ci=True,
     ),
     Mutant(
         "worker-manifest-identity-not-checked",
@@ -442,6 +464,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            return verify_checkpoint(self.root / spec.resume_path)",
         (f"{RUNTIME}::test_bad_resume_input_is_rejected_never_trained_from_scratch",),
         guarantee="verified handoff",
+        ci=True,
     ),
     Mutant(
         "worker-uncommitted-steps-count",
@@ -463,6 +486,7 @@ MUTANTS: tuple[Mutant, ...] = (
             "and_no_temp_dir",
         ),
         guarantee="atomic checkpoint",
+        ci=True,
     ),
     Mutant(
         "worker-deadline-ignores-save",
@@ -472,6 +496,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            0.0\n            + self.estimates.upload_seconds",
         ("tests/worker/test_deadline.py",),
         guarantee="deadline rule",
+        ci=True,
     ),
     Mutant(
         "worker-deadline-ignores-step-time",
@@ -490,6 +515,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            pass",
         (f"{RUNTIME}::test_the_save_estimate_follows_the_state_size",),
         guarantee="deadline rule",
+        ci=True,
     ),
     Mutant(
         "worker-no-state-size-resumed",

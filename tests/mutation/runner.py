@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from tests.mutation.mutants import Mutant
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Mutants break logic, not SQL dialects: PostgreSQL variants of a test are left to `make test`.
+FAILED_TEST = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 PYTEST_ARGS = ["-x", "-q", "-p", "no:cacheprovider", "-m", "not integration"]
 
 
@@ -40,6 +42,12 @@ class Outcome:
     verdict: Verdict
     seconds: float
     detail: str = ""
+
+    @property
+    def killed_by(self) -> str:
+        """The first failing test in pytest's summary (what caught the mutant)."""
+        found = FAILED_TEST.search(self.detail)
+        return found.group(1).split(" - ")[0] if found else ""
 
 
 def tracked_files(root: Path) -> list[str]:
