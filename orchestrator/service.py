@@ -17,6 +17,7 @@ from orchestrator.engine import Engine
 from orchestrator.metrics import CountingBackends
 from orchestrator.migrate import upgrade
 from orchestrator.notifier import NotifierLoop
+from orchestrator.private_files import make_private, sqlite_file
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox, load_secret_box
 from orchestrator.trainer_lookup import TrainerFinder
@@ -49,8 +50,9 @@ def build_secret_box(settings: Settings) -> SecretBox:
 
 
 def prestart(settings: Settings) -> None:
-    """Create the data dir, check the secret keys, apply migrations, make sure of an admin token."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    """Make the data dir (private: 0700, umask 077), check the secret keys, apply migrations,
+    make sure of an admin token."""
+    make_private(settings.data_dir, sqlite_file(settings.resolved_database_url))
     # Fail on a bad BATON_SECRET_KEYS before anything else, with an error naming it.
     build_secret_box(settings)
     upgrade(settings.resolved_database_url)

@@ -133,8 +133,15 @@ class MetricPoint(BaseModel):
 
 
 class Health(BaseModel):
-    status: str
-    database: str
+    status: str  # "ok" or "unhealthy"
+    database: str  # the dialect: sqlite, postgresql
+    # Each part: "ok", or a word for what is wrong ("read-only", "unreachable", "not writable").
+    checks: dict[str, str]
+
+
+class Readiness(BaseModel):
+    status: str  # "ready" or "not ready"
+    schema_state: str  # "ok", "behind" (migrations not applied) or "unreachable"
 
 
 class QuotaOut(BaseModel):

@@ -175,6 +175,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
 def main(argv: list[str]) -> int:
     # Handlers first, then the signals the launcher blocked: a cancel sent during start-up is
     # delivered now, to the handler.
+    os.umask(0o077)  # the session's log, output and checkpoints are its owner's alone
     requests = _Requests()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, CONTROL_SIGNALS)
     supervise(Path(argv[1]).resolve(), requests)
