@@ -20,6 +20,9 @@ from pathlib import Path
 TRAINER_BASES = frozenset({"worker.Trainer", "worker.trainer.Trainer"})
 # Baton's own code is never a trainer: `worker.__main__` would run the worker in the server.
 BATON_PACKAGES = frozenset({"worker", "orchestrator", "migrations"})
+# Base classes may come from the worker (worker.LoopTrainer, worker.hf.HFLoopTrainer): its
+# source is read to follow them, though it is never a trainer itself.
+READABLE_BASE_PACKAGES = frozenset({"worker"})
 MAX_SOURCE_BYTES = 2 * 1024 * 1024
 # How far a chain of base classes is followed across modules.
 MAX_BASE_DEPTH = 8
@@ -189,11 +192,8 @@ class TrainerFinder:
     def _subclasses_trainer(self, module: str, name: str, depth: int) -> bool:
         if depth > MAX_BASE_DEPTH:
             return False
-        if depth > 0:
-            try:
-                self._allowed(module)
-            except TrainerRejected:
-                return False
+        if depth > 0 and module.split(".")[0] not in self.packages | READABLE_BASE_PACKAGES:
+            return False
         located = self._locate(module)
         if located is None:
             if depth == 0:

@@ -7,8 +7,13 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
 
+from orchestrator.config import Settings
+from orchestrator.service import build_trainer_finder
 from orchestrator.trainer_lookup import TrainerFinder, TrainerRejected
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 GOOD = """
 import worker
@@ -156,3 +161,11 @@ def test_concurrent_checks_all_succeed(finder: TrainerFinder, tmp_path: Path) ->
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def test_every_example_trainer_passes_with_the_default_settings() -> None:
+    examples = sorted((REPO_ROOT / "trainers" / "examples").glob("*.yaml"))
+    assert examples
+    finder = build_trainer_finder(Settings())
+    for example in examples:
+        finder.check(yaml.safe_load(example.read_text())["trainer"])
