@@ -189,7 +189,12 @@ class JobSpec(BaseModel):
             and self.trainer.startswith(BATON_LM_TRAINERS)
         ):
             # Baton's own LM trainers: their config keys are what the memory planner reads.
-            advice = check_t4_job(self.config, self.nproc)
+            try:
+                advice = check_t4_job(self.config, self.nproc)
+            except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+                # The config is the user's: a value of the wrong type is their mistake, not a 500.
+                message = f"config does not describe a model the memory planner can size: {exc}"
+                raise field_error("JobSpec", ("config",), message[:300], None) from None
             if not advice.fits:
                 raise field_error("JobSpec", ("config",), advice.message(), None)
         return self

@@ -157,8 +157,17 @@ def test_config_keeps_only_what_json_and_the_database_keep(
         b"\xff\xfe",
         b"NaN",
         b'{"total_steps": 1e999}',
+        b'{"total_steps": 1' + b"0" * 5000 + b"}",
     ],
-    ids=["surrogate-name", "deep-list", "deep-object", "not-utf8", "bare-nan", "overflow"],
+    ids=[
+        "surrogate-name",
+        "deep-list",
+        "deep-object",
+        "not-utf8",
+        "bare-nan",
+        "overflow",
+        "5000-digits",
+    ],
 )
 def test_malformed_bodies_get_4xx(client: TestClient, body: bytes) -> None:
     response = client.post(
@@ -198,3 +207,24 @@ def test_a_stored_job_still_answers_normally(client: TestClient) -> None:
     job = client.post("/api/v1/jobs", json=job_spec()).json()
     assert client.get(f"/api/v1/jobs/{job['id']}").status_code == 200
     assert json.loads(client.get(f"/api/v1/jobs/{job['id']}/events").text)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"hidden_size": [1]},
+        {"hidden_size": "wide"},
+        {"lora": "yes"},
+        {"num_hidden_layers": 10**400},
+        {"hidden_size": 10**30, "num_hidden_layers": 10**30, "vocab_size": 10**30},
+        {"batch_size": None},
+    ],
+    ids=["list", "text", "lora-text", "huge-int", "huge-model", "null"],
+)
+def test_a_kaggle_lm_config_of_the_wrong_shape_gets_422(
+    api: TestClient, config: dict[str, Any]
+) -> None:
+    spec = job_spec(backend="kaggle", trainer="trainers.hf_lm:HFCausalLM", config=config)
+    response = api.post("/api/v1/jobs", json=spec)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"][:2] == ["body", "config"]
