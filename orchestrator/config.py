@@ -37,6 +37,12 @@ class Settings(BaseSettings):
     reconcile_interval_seconds: float = Field(default=1.0, gt=0)
     # How often `baton serve` looks for webhook notifications to send (or retry).
     notify_interval_seconds: float = Field(default=2.0, gt=0)
+    # Concurrent local sessions on this host; jobs beyond it wait in `queued`. Default: one per
+    # core.
+    local_slots: int | None = Field(default=None, ge=1, le=1024)
+    # How long a job's claim lasts unless its holder renews it; a dead holder's jobs are adopted
+    # by another orchestrator after this.
+    claim_lease_seconds: float = Field(default=60.0, ge=1)
     # Local sessions get SIGKILL this long after SIGTERM at their limit.
     kill_grace_seconds: float = Field(default=5.0, ge=0)
     # Python that runs local sessions; it needs the `train` extra (torch).

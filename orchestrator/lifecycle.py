@@ -29,7 +29,13 @@ class SegmentState(enum.StrEnum):
     RUNNING = "running"  # the backend gave a handle
     SUCCEEDED = "succeeded"  # a checkpoint was committed and collected
     FAILED = "failed"  # crashed, killed, lost, or its checkpoint was rejected
+    # The job was cancelled but the backend could not stop the session (Kaggle exposes no
+    # session id): it keeps its slot until the session is seen to end.
+    CANCELLING = "cancelling"
     CANCELLED = "cancelled"
+    # Baton can no longer reach the session (its backend cannot be built): it may still run on
+    # the backend until its own limit. An event says what and where.
+    ABANDONED = "abandoned"
 
 
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
@@ -45,7 +51,9 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
             JobState.CANCELLED,
         }
     ),
-    JobState.WAITING: frozenset({JobState.QUEUED, JobState.PAUSED, JobState.CANCELLED}),
+    JobState.WAITING: frozenset(
+        {JobState.QUEUED, JobState.PAUSED, JobState.CANCELLED, JobState.FAILED}
+    ),
     JobState.PAUSED: frozenset({JobState.QUEUED, JobState.CANCELLED}),
     JobState.FAILED: frozenset({JobState.QUEUED}),  # resume: retry with a fresh failure budget
     JobState.SUCCEEDED: frozenset(),
@@ -54,17 +62,33 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
 
 SEGMENT_TRANSITIONS: dict[SegmentState, frozenset[SegmentState]] = {
     SegmentState.LAUNCHING: frozenset(
-        {SegmentState.RUNNING, SegmentState.FAILED, SegmentState.CANCELLED}
+        {
+            SegmentState.RUNNING,
+            SegmentState.FAILED,
+            SegmentState.CANCELLED,
+            SegmentState.ABANDONED,
+        }
     ),
     SegmentState.RUNNING: frozenset(
-        {SegmentState.SUCCEEDED, SegmentState.FAILED, SegmentState.CANCELLED}
+        {
+            SegmentState.SUCCEEDED,
+            SegmentState.FAILED,
+            SegmentState.CANCELLING,
+            SegmentState.CANCELLED,
+            SegmentState.ABANDONED,
+        }
     ),
+    SegmentState.CANCELLING: frozenset({SegmentState.CANCELLED, SegmentState.ABANDONED}),
     SegmentState.SUCCEEDED: frozenset(),
     SegmentState.FAILED: frozenset(),
     SegmentState.CANCELLED: frozenset(),
+    SegmentState.ABANDONED: frozenset(),
 }
 
-ACTIVE_SEGMENT_STATES = frozenset({SegmentState.LAUNCHING, SegmentState.RUNNING})
+# Segments that hold a slot: the session may be running.
+ACTIVE_SEGMENT_STATES = frozenset(
+    {SegmentState.LAUNCHING, SegmentState.RUNNING, SegmentState.CANCELLING}
+)
 FINISHED_JOB_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
 

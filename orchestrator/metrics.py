@@ -178,6 +178,7 @@ class CountingBackend:
         self.inner = inner
         self.name = inner.name
         self.poll_seconds = inner.poll_seconds
+        self.overrun_slack_seconds = inner.overrun_slack_seconds
 
     @property
     def slot(self) -> Slot:

@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Integer,
     String,
+    Text,
     UniqueConstraint,
     false,
 )
@@ -67,7 +68,18 @@ class Job(Base):
     failures: Mapped[int] = mapped_column(Integer, default=0)
     pause_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     wait_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    reason: Mapped[str | None] = mapped_column(String(2000))
+    reason: Mapped[str | None] = mapped_column(Text)
+    # Why a queued job is not launched yet (no free slot, backing off), shown to the user.
+    queue_reason: Mapped[str | None] = mapped_column(Text)
+    # The admission pool its sessions take a place in (Backend.slot.key), once known.
+    slot_key: Mapped[str | None] = mapped_column(String(160), index=True)
+    # The per-job claim: only the owner of an unexpired lease drives the job.
+    claim_owner: Mapped[str | None] = mapped_column(String(96))
+    claim_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Backoff is state: nothing looks at the job again before this (None: due now).
+    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    # Consecutive transient backend errors, the exponent of the backoff.
+    transient_errors: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -84,7 +96,8 @@ class Segment(Base):
     state: Mapped[str] = mapped_column(String(16), index=True)
     # Recorded before the backend is asked to launch, so a crash can never launch it twice.
     launch_id: Mapped[str] = mapped_column(String(64), unique=True)
-    handle: Mapped[str | None] = mapped_column(String(256))
+    handle: Mapped[str | None] = mapped_column(Text)
+    slot_key: Mapped[str | None] = mapped_column(String(160), index=True)
     start_step: Mapped[int] = mapped_column(Integer)
     end_step: Mapped[int | None] = mapped_column(Integer)
     outcome: Mapped[str | None] = mapped_column(String(16))
@@ -94,7 +107,9 @@ class Segment(Base):
     stop_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     timings: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     metrics: Mapped[list[Any] | None] = mapped_column(JSON)
-    error: Mapped[str | None] = mapped_column(String(4000))
+    # The latest heartbeat of the running session (Backend.progress), if the backend has one.
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     launched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -111,6 +126,8 @@ class Checkpoint(Base):
     model_digest: Mapped[str] = mapped_column(String(64))
     bytes: Mapped[int] = mapped_column(BigInteger)
     manifest: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # Why this checkpoint failed verification; a rejected checkpoint is never resumed from.
+    rejected: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -123,7 +140,7 @@ class Event(Base):
     kind: Mapped[str] = mapped_column(String(32))
     from_state: Mapped[str | None] = mapped_column(String(16))
     to_state: Mapped[str | None] = mapped_column(String(16))
-    message: Mapped[str | None] = mapped_column(String(4000))
+    message: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

@@ -30,6 +30,8 @@ def build_backends(
         settings.sessions_dir,
         python=settings.worker_python,
         grace_seconds=settings.kill_grace_seconds,
+        slots=settings.local_slots,
+        poll_seconds=settings.reconcile_interval_seconds,
     )
     return Backends(
         local,
@@ -86,6 +88,7 @@ def build_services(
         CountingBackends(backends),
         settings.checkpoints_dir,
         keep_checkpoints=settings.keep_checkpoints,
+        lease_seconds=settings.claim_lease_seconds,
     )
     loop = ReconcileLoop(engine, settings.reconcile_interval_seconds) if embedded_loop else None
     enqueue = None

@@ -86,6 +86,10 @@ class Backend(Protocol):
     name: str
     # Seconds between two looks at a running session: fast locally, 30 s or more on Kaggle.
     poll_seconds: float
+    # Past launch + limit + this much, a session reported running is killed and failed by the
+    # engine, as a backstop to the backend's own limit; None where queue time makes launch time
+    # meaningless (the backend then judges staleness itself).
+    overrun_slack_seconds: float | None
 
     @property
     def slot(self) -> Slot:

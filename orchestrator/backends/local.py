@@ -17,10 +17,13 @@ from orchestrator.backends.base import (
     Rejected,
     SessionStatus,
     Slot,
+    Transient,
 )
 from orchestrator.backends.sessions import (
+    SessionBusy,
     SessionState,
     cancel_session,
+    clear_dead_launch,
     session_state,
     start_session,
     stop_session,
@@ -66,7 +69,9 @@ def link_or_copy_tree(source: Path, target: Path) -> None:
 
 class LocalBackend:
     name = "local"
-    poll_seconds = 1.0
+    # The orchestrator's backstop: a session still running this long after its hard limit plus
+    # the kill grace has escaped its supervisor, and is killed and failed.
+    overrun_slack_seconds: float | None = 30.0
 
     def __init__(
         self,
@@ -75,8 +80,10 @@ class LocalBackend:
         python: str | None = None,
         grace_seconds: float = 5.0,
         slots: int | None = None,
+        poll_seconds: float = 1.0,
     ):
         self.sessions_dir = sessions_dir
+        self.poll_seconds = poll_seconds
         self.python = python or sys.executable
         self.grace_seconds = grace_seconds
         self.slot = Slot(f"local:{socket.gethostname()}", slots or default_local_slots())
@@ -86,11 +93,14 @@ class LocalBackend:
 
     def launch(self, request: LaunchRequest) -> str:
         root = self._root(request.launch_id)
-        if root.exists():
-            # A launch that died before its supervisor started: nothing runs there.
-            shutil.rmtree(root)
-        (root / WORKING_DIR).mkdir(parents=True)
-        (root / INPUT_DIR).mkdir()
+        try:
+            # Only what a launch that died before its supervisor started left is removed: a
+            # directory a live (or starting) supervisor owns is never touched.
+            clear_dead_launch(root)
+            (root / WORKING_DIR).mkdir(parents=True, mode=0o700)
+            (root / INPUT_DIR).mkdir(mode=0o700)
+        except SessionBusy as exc:
+            raise Transient(str(exc)) from exc
         spec = request.spec
         if request.resume_from is not None:
             if not request.resume_from.is_dir():
@@ -104,7 +114,10 @@ class LocalBackend:
             grace_seconds=self.grace_seconds,
             env={"PYTHONPATH": python_path, "PYTHONUNBUFFERED": "1"},
         )
-        start_session(root, plan)
+        try:
+            start_session(root, plan)
+        except SessionBusy as exc:
+            raise Transient(str(exc)) from exc
         return request.launch_id
 
     def find(self, launch_id: str) -> str | None:

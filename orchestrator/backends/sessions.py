@@ -2,26 +2,38 @@
 
 A session is a directory laid out like a Kaggle session: `input/` (read-only data, the resume
 checkpoint), `working/` (output), plus the supervisor's `session.json`, `status.json`, `log.txt`.
+
+There is no moment at which a session runs but cannot be found. The launcher takes an exclusive
+lock on `launch.lock` before it spawns the supervisor and hands the locked descriptor down; the
+supervisor writes `supervisor.pid` (pid and process start time) before it starts the session's
+command, and only then lets go of the lock. So a directory with no pid file whose lock is free
+belongs to a launch that died before anything started, and nothing else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import psutil
+
 from orchestrator.backends.supervisor import (
     CONTROL_SIGNALS,
+    LAUNCH_LOCK_FILE,
     LOG_FILE,
-    PID_FILE,
     SESSION_FILE,
     SessionExit,
     SessionPlan,
+    SupervisorPid,
 )
 
 # Popen handles of supervisors this process started, kept so that they are reaped on exit.
@@ -30,34 +42,73 @@ _children: dict[int, subprocess.Popen[bytes]] = {}
 
 class SessionState(enum.StrEnum):
     NOT_STARTED = "not_started"
-    RUNNING = "running"
+    RUNNING = "running"  # or starting: the launch lock is held
     FINISHED = "finished"
     LOST = "lost"  # the supervisor died without writing status.json
 
 
+class SessionBusy(Exception):
+    """Another launcher holds this session's launch lock."""
+
+
 def start_session(root: Path, plan: SessionPlan) -> int:
-    """Write the plan and start a detached supervisor for it; returns the supervisor's pid."""
+    """Write the plan and start a detached supervisor for it; returns the supervisor's pid.
+
+    `root` must exist and hold no session yet (see `clear_dead_launch`).
+    """
     reap_finished()
-    (root / SESSION_FILE).write_text(json.dumps(asdict(plan), indent=2))
-    # The supervisor is born with its control signals blocked (a child inherits the mask) and
-    # unblocks them once its handlers are in place: a cancel sent while it starts up waits for
-    # the handler instead of killing it before it could kill the session.
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CONTROL_SIGNALS)
+    lock_fd = os.open(root / LAUNCH_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        with open(root / LOG_FILE, "ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "orchestrator.backends.supervisor", str(root)],
-                cwd=root,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SessionBusy(f"{root.name} is being launched by another process") from None
+        (root / SESSION_FILE).write_text(json.dumps(asdict(plan), indent=2))
+        # The supervisor is born with its control signals blocked (a child inherits the mask)
+        # and unblocks them once its handlers are in place: a cancel sent while it starts up
+        # waits for the handler instead of killing it before it could kill the session.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CONTROL_SIGNALS)
+        try:
+            with open(root / LOG_FILE, "ab") as log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "orchestrator.backends.supervisor", str(root)],
+                    cwd=root,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=(lock_fd,),
+                    env={**os.environ, "BATON_LAUNCH_LOCK_FD": str(lock_fd)},
+                )
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        # The supervisor holds the lock through its inherited copy until its pid file exists.
+        os.close(lock_fd)
     _children[proc.pid] = proc
-    (root / PID_FILE).write_text(str(proc.pid))
+    # Written here too (the supervisor writes the same record), so a cancel sent the moment
+    # launch returns always finds the supervisor.
+    with contextlib.suppress(psutil.NoSuchProcess):
+        SupervisorPid(proc.pid, psutil.Process(proc.pid).create_time()).write(root)
     return proc.pid
+
+
+def clear_dead_launch(root: Path) -> None:
+    """Make `root` ready for a launch: remove what a launch that died before starting left.
+
+    Raises SessionBusy if a launch or a session owns the directory.
+    """
+    if not root.exists():
+        return
+    if session_state(root) is not SessionState.NOT_STARTED:
+        raise SessionBusy(f"{root.name} already holds a session")
+    for child in root.iterdir():
+        if child.name == LAUNCH_LOCK_FILE:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
 
 
 def reap_finished() -> None:
@@ -67,48 +118,62 @@ def reap_finished() -> None:
             del _children[pid]
 
 
-def _supervisor_pid(root: Path) -> int | None:
-    try:
-        return int((root / PID_FILE).read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    child = _children.get(pid)
+def _alive(record: SupervisorPid) -> bool:
+    child = _children.get(record.pid)
     if child is not None and child.poll() is not None:
-        del _children[pid]
+        del _children[record.pid]
         return False
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            # Field 3 is the state; a zombie has exited even though its pid still answers.
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
+        process = psutil.Process(record.pid)
+        # A different start time means the pid was reused by an unrelated process.
+        if abs(process.create_time() - record.create_time) > 0.05:
+            return False
+        return process.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
+
+
+def _launch_in_progress(root: Path) -> bool:
+    """True while some process holds the launch lock (a supervisor that is starting)."""
+    try:
+        fd = os.open(root / LAUNCH_LOCK_FILE, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing also releases a lock this probe took
+    return False
 
 
 def session_state(root: Path) -> SessionState:
-    pid = _supervisor_pid(root)
     if SessionExit.read(root) is not None:
         reap_finished()
         return SessionState.FINISHED
-    if pid is None:
-        return SessionState.NOT_STARTED
-    if _alive(pid):
+    record = SupervisorPid.read(root)
+    if record is None:
+        if _launch_in_progress(root):
+            return SessionState.RUNNING
+        # The supervisor may have written its pid and let go of the lock between the two reads.
+        record = SupervisorPid.read(root)
+        if record is None:
+            return SessionState.NOT_STARTED
+    if _alive(record):
         return SessionState.RUNNING
     # It may have written status.json between the two reads.
     return SessionState.FINISHED if SessionExit.read(root) else SessionState.LOST
 
 
 def _signal_supervisor(root: Path, sig: signal.Signals) -> bool:
-    pid = _supervisor_pid(root)
-    if pid is None or not _alive(pid):
+    record = SupervisorPid.read(root)
+    if record is None or not _alive(record):
         return False
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        return False
-    return True
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(record.pid, sig)
+        return True
+    return False
 
 
 def cancel_session(root: Path) -> bool:

@@ -23,14 +23,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from worker.contract import write_json_atomic
 
 SESSION_FILE = "session.json"
 STATUS_FILE = "status.json"
 PID_FILE = "supervisor.pid"
+# Held (flock) from before the supervisor is spawned until its pid file exists: see sessions.py.
+LAUNCH_LOCK_FILE = "launch.lock"
+LAUNCH_LOCK_FD_ENV = "BATON_LAUNCH_LOCK_FD"
 LOG_FILE = "log.txt"
 WORKING_DIR = "working"
 _POLL_SECONDS = 0.2
+# A graceful stop is re-sent this often until the session exits: a worker that has not yet
+# installed its handler ignores SIGTERM (see _session_preexec) instead of dying.
+_STOP_RESEND_SECONDS = 1.0
 # SIGTERM cancels the session, SIGUSR1 asks it to stop gracefully.
 CONTROL_SIGNALS = frozenset({signal.SIGTERM, signal.SIGUSR1})
 _PR_SET_PDEATHSIG = 1
@@ -49,6 +57,25 @@ class SessionPlan:
     @classmethod
     def read(cls, root: Path) -> SessionPlan:
         return cls(**json.loads((root / SESSION_FILE).read_text()))
+
+
+@dataclass(frozen=True)
+class SupervisorPid:
+    """supervisor.pid: the supervisor's pid and start time (the start time guards against PID
+    reuse). Written by the supervisor before it starts the session, and by its launcher."""
+
+    pid: int
+    create_time: float
+
+    @classmethod
+    def read(cls, root: Path) -> SupervisorPid | None:
+        try:
+            return cls(**json.loads((root / PID_FILE).read_text()))
+        except (FileNotFoundError, ValueError, TypeError):
+            return None
+
+    def write(self, root: Path) -> None:
+        write_json_atomic(root / PID_FILE, asdict(self))
 
 
 @dataclass(frozen=True)
@@ -80,9 +107,12 @@ def _base_environment() -> dict[str, str]:
     return {key: os.environ[key] for key in _INHERITED_ENV if key in os.environ}
 
 
-def _die_with_parent() -> None:
-    """In the session's process: get SIGKILL if the supervisor dies, so no session runs on
-    without its time limit (Linux only; elsewhere the supervisor's own cleanup must do)."""
+def _session_preexec() -> None:
+    """In the session's process, before exec: ignore SIGTERM until the worker installs its stop
+    handler (an ignored disposition survives exec), so a stop requested during start-up is not
+    a kill; and get SIGKILL if the supervisor dies, so no session runs on without its time limit
+    (Linux only; elsewhere the supervisor's own cleanup must do)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -113,10 +143,12 @@ class _Requests:
 
 def _wait_until(proc: subprocess.Popen[bytes], deadline: float, requests: _Requests) -> bool:
     """Wait for the process to exit or the deadline; True if it exited."""
+    stop_sent_at: float | None = None
     while time.monotonic() < deadline and not requests.cancel:
-        if requests.stop:
+        now = time.monotonic()
+        if requests.stop and (stop_sent_at is None or now - stop_sent_at >= _STOP_RESEND_SECONDS):
             # A graceful stop: the worker sets its stop flag and commits before exiting.
-            requests.stop = False
+            stop_sent_at = now
             _signal_group(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=min(_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
@@ -140,7 +172,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_session_preexec,
         )
     timed_out = killed = False
     if not _wait_until(proc, limit_at, requests):
@@ -172,13 +204,26 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
     return result
 
 
+def _announce(root: Path) -> None:
+    """Write the pid file, then let go of the launch lock the launcher handed down."""
+    SupervisorPid(os.getpid(), psutil.Process().create_time()).write(root)
+    lock_fd = os.environ.pop(LAUNCH_LOCK_FD_ENV, None)
+    if lock_fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(int(lock_fd))
+
+
 def main(argv: list[str]) -> int:
+    # Nothing a session writes is for other users of this machine.
+    os.umask(0o077)
     # Handlers first, then the signals the launcher blocked: a cancel sent during start-up is
     # delivered now, to the handler.
     os.umask(0o077)  # the session's log, output and checkpoints are its owner's alone
     requests = _Requests()
+    root = Path(argv[1]).resolve()
+    _announce(root)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, CONTROL_SIGNALS)
-    supervise(Path(argv[1]).resolve(), requests)
+    supervise(root, requests)
     return 0
 
 

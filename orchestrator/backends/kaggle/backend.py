@@ -75,6 +75,9 @@ POLL_SECONDS = 30.0
 class KaggleBackend:
     name = "kaggle"
     poll_seconds = POLL_SECONDS
+    # Queue time counts from the push, so the engine has no backstop of its own: the backend's
+    # stale rule decides when RUNNING is no longer believed.
+    overrun_slack_seconds: float | None = None
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ from orchestrator.backends.sessions import (
     session_state,
     start_session,
 )
-from orchestrator.backends.supervisor import PID_FILE, SessionExit, SessionPlan
+from orchestrator.backends.supervisor import SessionExit, SessionPlan, SupervisorPid
 
 
 def _start(root: Path, script: str, limit: float = 30.0) -> None:
@@ -67,6 +67,8 @@ def test_the_session_dies_with_its_supervisor(tmp_path: Path) -> None:
     while not worker_pid_file.exists():
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    os.kill(int((tmp_path / PID_FILE).read_text()), signal.SIGKILL)
+    supervisor = SupervisorPid.read(tmp_path)
+    assert supervisor is not None
+    os.kill(supervisor.pid, signal.SIGKILL)
     assert _gone(int(worker_pid_file.read_text()))
     assert session_state(tmp_path) is SessionState.LOST

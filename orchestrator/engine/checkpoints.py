@@ -1,0 +1,132 @@
+"""The checkpoint store: where a job's committed checkpoints live, which one to resume from.
+
+A checkpoint is resumed from only if it verifies against its manifest right before the launch.
+One that does not is marked rejected (with the reason, and an event) and the next older one that
+verifies is used instead, so a corrupt newest checkpoint costs no session. Only the newest
+`keep` good checkpoints of a job keep their files; older ones keep their row and manifest.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Select, UnaryExpression, select, update
+from sqlalchemy.orm import Session
+
+from orchestrator.db import Database
+from orchestrator.models import Checkpoint
+from orchestrator.transitions import record_event
+from worker.contract import ExpectedCheckpoint
+from worker.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
+
+log = logging.getLogger(__name__)
+
+
+class NoUsableCheckpoint(Exception):
+    """The job has committed checkpoints, but none of them verifies any more."""
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    segment_index: int
+    step: int
+
+
+@dataclass
+class CheckpointStore:
+    db: Database
+    root: Path
+    keep: int = 2
+
+    def path(self, job_id: str, segment_index: int) -> Path:
+        return self.root / job_id / f"{segment_index:05d}"
+
+    def resume_point(self, job_id: str) -> ResumePoint | None:
+        """The newest checkpoint that verifies now; None when the job has none at all."""
+        with self.db.transaction() as session:
+            candidates = [
+                (row.segment_index, row.step)
+                for row in session.scalars(_good(job_id).order_by(*_newest_first()))
+            ]
+        for segment_index, step in candidates:
+            problem = self.verify(job_id, segment_index, step)
+            if problem is None:
+                return ResumePoint(segment_index, step)
+            self.reject(job_id, segment_index, problem)
+        if candidates:
+            raise NoUsableCheckpoint(f"none of the job's {len(candidates)} checkpoints verifies")
+        return None
+
+    def verify(self, job_id: str, segment_index: int, step: int) -> str | None:
+        """Why the stored copy is unusable, or None if it verifies."""
+        expect = ExpectedCheckpoint(job_id, segment_index, step)
+        try:
+            verify_checkpoint(self.path(job_id, segment_index), expect)
+        except CorruptCheckpoint as exc:
+            return str(exc)
+        return None
+
+    def reject(self, job_id: str, segment_index: int, problem: str) -> None:
+        with self.db.transaction() as session:
+            row = session.scalars(
+                select(Checkpoint).where(
+                    Checkpoint.job_id == job_id, Checkpoint.segment_index == segment_index
+                )
+            ).first()
+            if row is None or row.rejected is not None:
+                return
+            session.execute(
+                update(Checkpoint).where(Checkpoint.id == row.id).values(rejected=problem[:2000])
+            )
+            record_event(
+                session,
+                job_id,
+                "checkpoint_rejected",
+                segment_index=segment_index,
+                message=f"checkpoint at step {row.step} failed verification ({problem}); "
+                "resuming from the newest older checkpoint that verifies",
+            )
+        log.warning("job %s: checkpoint of segment %d rejected: %s", job_id, segment_index, problem)
+
+    def record(
+        self, session: Session, job_id: str, segment_index: int, step: int, manifest: Manifest
+    ) -> None:
+        session.add(
+            Checkpoint(
+                job_id=job_id,
+                segment_index=segment_index,
+                step=step,
+                location=str(self.path(job_id, segment_index)),
+                model_digest=manifest.model_digest,
+                bytes=manifest.total_bytes,
+                manifest=manifest.to_dict(),
+            )
+        )
+
+    def prune(self, job_id: str) -> None:
+        """Drop the files of all but the newest `keep` good checkpoints, and of rejected ones."""
+        with self.db.transaction() as session:
+            older = session.scalars(
+                select(Checkpoint.location)
+                .where(Checkpoint.job_id == job_id, Checkpoint.rejected.is_(None))
+                .order_by(*_newest_first())
+                .offset(self.keep)
+            ).all()
+            rejected = session.scalars(
+                select(Checkpoint.location).where(
+                    Checkpoint.job_id == job_id, Checkpoint.rejected.is_not(None)
+                )
+            ).all()
+        for location in [*older, *rejected]:
+            shutil.rmtree(location, ignore_errors=True)
+
+
+def _good(job_id: str) -> Select[Checkpoint]:
+    return select(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.rejected.is_(None))
+
+
+def _newest_first() -> tuple[UnaryExpression[int], UnaryExpression[int]]:
+    return (Checkpoint.step.desc(), Checkpoint.segment_index.desc())

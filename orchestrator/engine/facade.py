@@ -1,0 +1,280 @@
+"""The engine's face: user actions, and reconciling one job at a time under its claim.
+
+Every way of running Baton calls these: the embedded loop in `baton serve` and the Celery tasks
+alike. `reconcile_job` takes the job's claim, re-reads the database, asks the backend, and does
+at most one phase (admit and launch, watch and collect, cancel); running it twice, late or
+concurrently is harmless. Errors follow the backend contract: `Transient` backs the job off
+(`next_attempt_at`, honouring Retry-After); `Rejected` and `Gone` are handled where they mean
+something; anything else is a bug in Baton, which fails the job once with `internal error (…)`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import or_, select, update
+
+from orchestrator.backends.base import Backend, Rejected, Transient
+from orchestrator.backends.registry import BackendResolver
+from orchestrator.db import Database
+from orchestrator.engine.backoff import backoff_seconds
+from orchestrator.engine.cancel import abandon, cancel
+from orchestrator.engine.checkpoints import CheckpointStore
+from orchestrator.engine.claim import DEFAULT_LEASE_SECONDS, Claim, Claims
+from orchestrator.engine.context import (
+    Context,
+    Next,
+    active_segment,
+    apply_decision,
+    clip,
+    job_view,
+)
+from orchestrator.engine.launch import admit_and_launch, launch
+from orchestrator.engine.watch import watch
+from orchestrator.lifecycle import (
+    ACTIVE_SEGMENT_STATES,
+    FINISHED_JOB_STATES,
+    JobState,
+    SegmentState,
+    UserAction,
+    decide_quota,
+    decide_user_action,
+)
+from orchestrator.models import Job, Segment, utcnow
+from orchestrator.spec import JobSpec, spec_warnings
+from orchestrator.transitions import StaleState, record_event, set_job_state
+
+log = logging.getLogger(__name__)
+
+_RECONCILED_STATES = (JobState.QUEUED, JobState.RUNNING, JobState.WAITING)
+# A user action retries its compare-and-set this often when the engine moves the job meanwhile.
+_ACTION_ATTEMPTS = 5
+# A visit that ends a segment goes on to launch the next one at once, at most this many phases.
+_PHASES_PER_VISIT = 3
+
+
+class JobNotFound(Exception):
+    pass
+
+
+@dataclass
+class Engine:
+    db: Database
+    backends: BackendResolver
+    checkpoints_dir: Path
+    clock: Callable[[], datetime] = utcnow
+    # Committed checkpoints kept on disk per job; older ones keep their row, not their files.
+    keep_checkpoints: int = 2
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    claims: Claims = field(init=False)
+    store: CheckpointStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.claims = Claims(self.db, self.clock, lease_seconds=self.lease_seconds)
+        self.store = CheckpointStore(self.db, self.checkpoints_dir, self.keep_checkpoints)
+        self._ctx = Context(self.db, self.clock, self.store)
+
+    # --- user-facing actions -------------------------------------------------------------
+
+    def submit(self, user_id: str, spec: JobSpec) -> Job:
+        job = Job(
+            id=f"j{uuid.uuid4().hex[:12]}",
+            user_id=user_id,
+            name=spec.name,
+            backend=spec.backend,
+            state=JobState.QUEUED.value,
+            spec=spec.model_dump(mode="json"),
+            total_steps=spec.total_steps,
+        )
+        with self.db.transaction() as session:
+            session.add(job)
+            session.flush()
+            record_event(session, job.id, "submitted", to_state=JobState.QUEUED.value)
+            for warning in spec_warnings(job.spec):
+                record_event(session, job.id, "warning", message=warning)
+        return job
+
+    def act(self, user_id: str, job_id: str, action: UserAction) -> Job:
+        """Cancel, pause or resume; raises ActionConflict when the state forbids it.
+
+        The engine may move the job between our read and our write: that is not the user's
+        conflict, so the compare-and-set is retried against the state it moved to.
+        """
+        for attempt in range(_ACTION_ATTEMPTS):
+            try:
+                with self.db.transaction() as session:
+                    job = session.get(Job, job_id)
+                    if job is None or job.user_id != user_id:
+                        raise JobNotFound(job_id)
+                    decision = decide_user_action(job_view(job), action)
+                    apply_decision(session, job, decision, next_attempt_at=None)
+                break
+            except StaleState:
+                if attempt == _ACTION_ATTEMPTS - 1:
+                    raise
+        with self.db.transaction() as session:
+            fresh = session.get(Job, job_id)
+            assert fresh is not None
+            return fresh
+
+    # --- choosing what to look at ------------------------------------------------------------
+
+    def due_job_ids(self, now: datetime | None = None, limit: int | None = None) -> list[str]:
+        """Jobs that need a look now: unfinished or with a live segment, due by their
+        `next_attempt_at`, and not held by a live claim. Oldest due first."""
+        now = now or self.clock()
+        busy = select(Segment.job_id).where(
+            Segment.state.in_([state.value for state in ACTIVE_SEGMENT_STATES])
+        )
+        query = (
+            select(Job.id)
+            .where(
+                Job.state.in_([state.value for state in _RECONCILED_STATES]) | Job.id.in_(busy),
+                or_(Job.next_attempt_at.is_(None), Job.next_attempt_at <= now),
+                or_(Job.claim_owner.is_(None), Job.claim_expires_at < now),
+            )
+            .order_by(Job.next_attempt_at.asc().nulls_first(), Job.created_at)
+            .limit(limit)
+        )
+        with self.db.transaction() as session:
+            return list(session.scalars(query))
+
+    def reconcile_all(self) -> None:
+        """Reconcile every due job once (the embedded loop's tick)."""
+        for job_id in self.due_job_ids():
+            self.reconcile_job(job_id)
+
+    # --- reconciling one job ---------------------------------------------------------------
+
+    def reconcile_job(self, job_id: str) -> None:
+        with self.claims.hold(job_id) as claim:
+            if claim is None:
+                return  # another worker drives it now
+            for _ in range(_PHASES_PER_VISIT):
+                if not self._visit(job_id, claim):
+                    break
+
+    def _visit(self, job_id: str, claim: Claim) -> bool:
+        """One phase for the job; True if the next phase can start at once."""
+        with self.db.transaction() as session:
+            job = session.get(Job, job_id)
+            segment = active_segment(session, job_id) if job is not None else None
+        if job is None:
+            return False
+        try:
+            backend = self.backends.for_job(job)
+        except Rejected as exc:
+            self._unreachable(job, segment, str(exc))
+            return False
+        try:
+            step = self._phase(job, segment, backend, claim)
+        except Transient as exc:
+            self._back_off(job, segment, backend, exc)
+            return False
+        except StaleState as exc:
+            log.info("job %s moved while reconciling (%s); the next look re-reads", job_id, exc)
+            return False
+        except Exception as exc:
+            self._internal_error(job_id, exc)
+            return False
+        self._schedule(job.id, step.delay, transient_errors=0)
+        return step.again
+
+    def _phase(self, job: Job, segment: Segment | None, backend: Backend, claim: Claim) -> Next:
+        state = JobState(job.state)
+        if segment is not None:
+            if state in FINISHED_JOB_STATES or segment.state == SegmentState.CANCELLING:
+                return cancel(self._ctx, job, segment, backend)
+            if segment.state == SegmentState.LAUNCHING:
+                return launch(self._ctx, job, segment, backend, claim)
+            return watch(self._ctx, job, segment, backend)
+        if state is JobState.QUEUED:
+            return admit_and_launch(self._ctx, job, backend, claim)
+        if state is JobState.WAITING:
+            return self._wake_if_quota_refreshed(job)
+        return Next(None)
+
+    def _wake_if_quota_refreshed(self, job: Job) -> Next:
+        now = self.clock()
+        refresh_at = job.wait_until
+        if refresh_at is not None and refresh_at.tzinfo is None:
+            refresh_at = refresh_at.replace(tzinfo=now.tzinfo)  # SQLite hands back naive UTC
+        decision = decide_quota(job_view(job), refresh_at, now)
+        if decision is not None:
+            with self.db.transaction() as session:
+                apply_decision(session, job, decision)
+            return Next(None, again=True)
+        assert refresh_at is not None
+        return Next((refresh_at - now).total_seconds())
+
+    # --- scheduling and errors ---------------------------------------------------------------
+
+    def _schedule(self, job_id: str, delay: float | None, **values: object) -> None:
+        due = None if delay is None else self.clock() + timedelta(seconds=delay)
+        with self.db.transaction() as session:
+            session.execute(
+                update(Job)
+                .where(Job.id == job_id)
+                .values(next_attempt_at=due, **values)
+                .execution_options(synchronize_session=False)
+            )
+
+    def _back_off(
+        self, job: Job, segment: Segment | None, backend: Backend, exc: Transient
+    ) -> None:
+        errors = job.transient_errors + 1
+        delay = backoff_seconds(errors, exc.retry_after, floor=backend.poll_seconds)
+        log.warning("job %s: %s; next look in %.0f s", job.id, exc, delay)
+        if errors == 1:
+            with self.db.transaction() as session:
+                record_event(session, job.id, "backend_busy", message=clip(str(exc)))
+        self._schedule(job.id, delay, transient_errors=errors)
+
+    def _unreachable(self, job: Job, segment: Segment | None, why: str) -> None:
+        """The job's backend cannot be built (e.g. its Kaggle credentials were deleted): fail
+        the job, and abandon its segment with an event saying what may still run."""
+        if segment is not None:
+            abandon(self._ctx, segment, f"the backend cannot be reached ({why})")
+        with self.db.transaction() as session:
+            state = JobState(job.state)
+            if state not in FINISHED_JOB_STATES and state is not JobState.PAUSED:
+                set_job_state(
+                    session,
+                    job.id,
+                    state,
+                    JobState.FAILED,
+                    event="failed",
+                    message=why,
+                    reason=clip(why),
+                )
+        self._schedule(job.id, None)
+
+    def _internal_error(self, job_id: str, exc: BaseException) -> None:
+        """A bug in Baton: fail the job once, with the reason and the traceback in the log."""
+        log.exception("internal error while reconciling job %s", job_id)
+        reason = clip(f"internal error ({type(exc).__name__}: {exc})") or ""
+        with self.db.transaction() as session:
+            job = session.get(Job, job_id)
+            segment = active_segment(session, job_id)
+            if job is None:
+                return
+            state = JobState(job.state)
+            if state not in FINISHED_JOB_STATES:
+                set_job_state(
+                    session,
+                    job_id,
+                    state,
+                    JobState.FAILED,
+                    event="internal_error",
+                    message=reason,
+                    reason=reason,
+                )
+                return
+        if segment is not None:
+            # The job has ended already and driving its segment is what fails: stop trying.
+            abandon(self._ctx, segment, reason)

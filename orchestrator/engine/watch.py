@@ -1,0 +1,142 @@
+"""Watching a running session, collecting what it left, and deciding what follows."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import update
+
+from orchestrator.backends.base import Backend, Collected, Gone, Rejected, SessionStatus
+from orchestrator.engine.context import Context, Next, apply_decision, clip, job_view
+from orchestrator.lifecycle import JobState, SegmentEnd, SegmentState, decide_segment_end
+from orchestrator.models import Job, Segment
+from orchestrator.transitions import record_event, set_segment_state
+from worker.contract import Outcome
+
+log = logging.getLogger(__name__)
+ENDED = (SessionStatus.FINISHED, SessionStatus.LOST)
+
+
+def watch(ctx: Context, job: Job, segment: Segment, backend: Backend) -> Next:
+    assert segment.handle is not None
+    if job.pause_requested and not segment.stop_requested:
+        backend.request_stop(segment.handle)
+        with ctx.db.transaction() as session:
+            session.execute(
+                update(Segment).where(Segment.id == segment.id).values(stop_requested=True)
+            )
+            record_event(session, job.id, "stop_requested", segment_index=segment.index)
+    status = session_status(backend, segment.handle)
+    if status not in ENDED:
+        if overran(ctx, segment, backend):
+            return _kill_overrun(ctx, job, segment, backend)
+        _record_progress(ctx, segment, backend)
+        return Next(backend.poll_seconds)
+    try:
+        collected = backend.collect(segment.handle, ctx.store.path(job.id, segment.index))
+    except (Rejected, Gone) as exc:
+        collected = Collected(None, None, None, None, f"the session's output is unusable: {exc}")
+    finish(ctx, job, segment, collected)
+    return Next(None, again=True)
+
+
+def session_status(backend: Backend, handle: str) -> SessionStatus:
+    try:
+        return backend.status(handle)
+    except Gone:
+        return SessionStatus.LOST
+
+
+def overran(ctx: Context, segment: Segment, backend: Backend) -> bool:
+    """The orchestrator's own backstop to the backend's hard limit."""
+    if backend.overrun_slack_seconds is None or segment.launched_at is None:
+        return False
+    launched = segment.launched_at
+    if launched.tzinfo is None:  # SQLite hands back naive UTC
+        launched = launched.replace(tzinfo=ctx.clock().tzinfo)
+    limit = timedelta(seconds=segment.limit_seconds + backend.overrun_slack_seconds)
+    return ctx.clock() > launched + limit
+
+
+def _kill_overrun(ctx: Context, job: Job, segment: Segment, backend: Backend) -> Next:
+    assert segment.handle is not None
+    reason = "the session ran past its hard limit and was killed by the orchestrator"
+    backend.cancel(segment.handle)
+    finish(ctx, job, segment, Collected(None, None, None, None, reason))
+    return Next(None, again=True)
+
+
+def _record_progress(ctx: Context, segment: Segment, backend: Backend) -> None:
+    assert segment.handle is not None
+    progress = backend.progress(segment.handle)
+    if progress is None or progress == segment.progress:
+        return
+    with ctx.db.transaction() as session:
+        session.execute(update(Segment).where(Segment.id == segment.id).values(progress=progress))
+
+
+def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> None:
+    result = collected.result
+    committed = collected.manifest is not None and collected.checkpoint is not None
+    reason = clip(collected.problem or (result.outcome if result else "no result")) or ""
+    fields: dict[str, Any] = {"ended_at": ctx.clock(), "error": clip(collected.problem)}
+    if result is not None:
+        timings = asdict(result.timings)
+        timings["session"] = collected.session_seconds
+        timings["step_ema"] = result.step_time_ema
+        fields |= {"outcome": result.outcome, "timings": timings, "metrics": result.metrics}
+    if committed:
+        assert result is not None
+        fields["end_step"] = result.end_step
+    elif result is None:
+        fields["outcome"] = "lost"
+    with ctx.db.transaction() as session:
+        fresh = session.get(Job, job.id)
+        assert fresh is not None
+        target = SegmentState.SUCCEEDED if committed else SegmentState.FAILED
+        set_segment_state(session, segment, target, message=reason, **fields)
+        if committed:
+            assert collected.manifest is not None
+            assert result is not None
+            ctx.store.record(session, job.id, segment.index, result.end_step, collected.manifest)
+        end = SegmentEnd(
+            committed,
+            result.end_step if committed and result else None,
+            reason,
+            progressed=bool(committed and result and result.end_step > segment.start_step),
+        )
+        decision = decide_segment_end(job_view(fresh), end)
+        if decision.to_state is not None or decision.fields:
+            apply_decision(session, fresh, decision)
+        _wake_queued(session, segment.slot_key)
+    if committed:
+        ctx.store.prune(job.id)
+    elif result is not None and result.outcome == Outcome.REJECTED:
+        _check_resume_checkpoint(ctx, job, segment)
+
+
+def _wake_queued(session: Any, slot_key: str | None) -> None:
+    """A slot came free: queued jobs waiting for it are due now, not at their next poll."""
+    if slot_key is None:
+        return
+    session.execute(
+        update(Job)
+        .where(Job.slot_key == slot_key, Job.state == JobState.QUEUED.value)
+        .values(next_attempt_at=None)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def _check_resume_checkpoint(ctx: Context, job: Job, segment: Segment) -> None:
+    """The session refused its resume checkpoint: if the stored copy is corrupt, never offer it
+    again (the next segment falls back to the newest older one that verifies)."""
+    expect = (segment.launch_spec or {}).get("expect")
+    if not expect:
+        return
+    index, step = int(expect["segment_index"]), int(expect["step"])
+    problem = ctx.store.verify(job.id, index, step)
+    if problem is not None:
+        ctx.store.reject(job.id, index, problem)
