@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     keep_checkpoints: int = Field(default=2, ge=1, le=1000)
     # The longest a single Kaggle API call may take (the client itself never times out).
     kaggle_call_timeout_seconds: float = Field(default=60.0, gt=0)
+    # How often a running Kaggle session's status is read: Kaggle's rate limits are not
+    # published, so every running job costs one call per this many seconds.
+    kaggle_poll_seconds: float = Field(default=30.0, gt=0)
     # Comma-separated Fernet keys that encrypt stored credentials: the first encrypts, all
     # decrypt. Production sets it; unset, a key is generated into data_dir/secret.key.
     secret_keys: SecretStr | None = None

@@ -40,6 +40,7 @@ def build_backends(
         settings.data_dir / "kaggle",
         kaggle_clients,
         kaggle_timeout=settings.kaggle_call_timeout_seconds,
+        kaggle_poll=settings.kaggle_poll_seconds,
     )
 
 

@@ -51,6 +51,8 @@ def make_settings(data_dir: Path, **overrides: Any) -> Settings:
         "data_dir": data_dir,
         "admin_token": ADMIN_TOKEN,
         "reconcile_interval_seconds": 0.2,
+        # The emulator runs seconds-long sessions: poll it as often as the local backend.
+        "kaggle_poll_seconds": 0.2,
         "kill_grace_seconds": 2.0,
         # The test trainers live in tests/support.
         "trainer_packages": "trainers,tests",

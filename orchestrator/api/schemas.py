@@ -55,6 +55,8 @@ class JobOut(_FromRow):
     pause_requested: bool
     wait_until: datetime | None
     reason: str | None
+    # Why a queued job has not been launched yet (no free session slot), if it is waiting.
+    queue_reason: str | None = None
     spec: dict[str, Any]
     created_at: datetime
     updated_at: datetime

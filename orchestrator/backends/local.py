@@ -115,10 +115,14 @@ class LocalBackend:
             env={"PYTHONPATH": python_path, "PYTHONUNBUFFERED": "1"},
         )
         try:
-            start_session(root, plan)
+            self._start(root, plan)
         except SessionBusy as exc:
             raise Transient(str(exc)) from exc
         return request.launch_id
+
+    def _start(self, root: Path, plan: SessionPlan) -> None:
+        """The one place a session process is spawned."""
+        start_session(root, plan)
 
     def find(self, launch_id: str) -> str | None:
         root = self._root(launch_id)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.backends.base import Backend, Rejected
-from orchestrator.backends.kaggle.backend import KaggleBackend
+from orchestrator.backends.kaggle.backend import POLL_SECONDS, KaggleBackend
 from orchestrator.backends.kaggle.client import (
     DEFAULT_TIMEOUT_SECONDS,
     ClientFactory,
@@ -44,7 +44,9 @@ class Backends:
         kaggle_dir: Path,
         kaggle_clients: ClientFactory = production_client,
         kaggle_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        kaggle_poll: float = POLL_SECONDS,
     ) -> None:
+        self.kaggle_poll = kaggle_poll
         self.local = local
         self.db = db
         self.box = box
@@ -63,4 +65,6 @@ class Backends:
             credentials.username, credentials.key, self.kaggle_clients, self.kaggle_timeout
         )
         options = KaggleSpec.model_validate(job.spec["kaggle"])
-        return KaggleBackend(account, job.id, options, self.kaggle_dir / job.id)
+        return KaggleBackend(
+            account, job.id, options, self.kaggle_dir / job.id, poll_seconds=self.kaggle_poll
+        )

@@ -174,7 +174,11 @@ class Engine:
         try:
             step = self._phase(job, segment, backend, claim)
         except Transient as exc:
-            self._back_off(job, segment, backend, exc)
+            self._back_off(job, backend, exc)
+            return False
+        except (TimeoutError, ConnectionError) as exc:
+            # A backend let a network error through its boundary: still only a passing outage.
+            self._back_off(job, backend, Transient(f"{type(exc).__name__}: {exc}"))
             return False
         except StaleState as exc:
             log.info("job %s moved while reconciling (%s); the next look re-reads", job_id, exc)
@@ -224,9 +228,7 @@ class Engine:
                 .execution_options(synchronize_session=False)
             )
 
-    def _back_off(
-        self, job: Job, segment: Segment | None, backend: Backend, exc: Transient
-    ) -> None:
+    def _back_off(self, job: Job, backend: Backend, exc: Transient) -> None:
         errors = job.transient_errors + 1
         delay = backoff_seconds(errors, exc.retry_after, floor=backend.poll_seconds)
         log.warning("job %s: %s; next look in %.0f s", job.id, exc, delay)

@@ -74,7 +74,6 @@ POLL_SECONDS = 30.0
 
 class KaggleBackend:
     name = "kaggle"
-    poll_seconds = POLL_SECONDS
     # Queue time counts from the push, so the engine has no backstop of its own: the backend's
     # stale rule decides when RUNNING is no longer believed.
     overrun_slack_seconds: float | None = None
@@ -86,7 +85,9 @@ class KaggleBackend:
         options: KaggleSpec,
         workdir: Path,
         clock: Callable[[], float] = time.time,
+        poll_seconds: float = POLL_SECONDS,
     ) -> None:
+        self.poll_seconds = poll_seconds
         self.options = options
         self.workdir = workdir
         self.clock = clock

@@ -3,18 +3,31 @@ supervisor."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
+import psutil
+import pytest
+
 from orchestrator.backends.sessions import (
+    SessionBusy,
     SessionState,
     cancel_session,
+    clear_dead_launch,
     session_state,
     start_session,
+    stop_session,
 )
-from orchestrator.backends.supervisor import SessionExit, SessionPlan, SupervisorPid
+from orchestrator.backends.supervisor import (
+    LAUNCH_LOCK_FILE,
+    SessionExit,
+    SessionPlan,
+    SupervisorPid,
+)
 
 
 def _start(root: Path, script: str, limit: float = 30.0) -> None:
@@ -72,3 +85,43 @@ def test_the_session_dies_with_its_supervisor(tmp_path: Path) -> None:
     os.kill(supervisor.pid, signal.SIGKILL)
     assert _gone(int(worker_pid_file.read_text()))
     assert session_state(tmp_path) is SessionState.LOST
+
+
+def test_a_pid_file_naming_a_foreign_process_is_not_a_running_session(tmp_path: Path) -> None:
+    """After a reboot the pid in supervisor.pid may belong to an unrelated live process."""
+    (tmp_path / "working").mkdir()
+    foreign = psutil.Process()  # alive, but started at another moment than the record says
+    SupervisorPid(foreign.pid, foreign.create_time() - 3600).write(tmp_path)
+    assert session_state(tmp_path) is SessionState.LOST
+    assert not cancel_session(tmp_path)  # and it is never signalled
+
+
+def test_a_starting_supervisor_is_found_before_it_has_written_its_pid(tmp_path: Path) -> None:
+    """While the launch lock is held, the session counts as running: never launched again."""
+    lock = os.open(tmp_path / LAUNCH_LOCK_FILE, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert session_state(tmp_path) is SessionState.RUNNING
+        with pytest.raises(SessionBusy):
+            clear_dead_launch(tmp_path)
+    finally:
+        os.close(lock)
+    # The launcher died before spawning anything: the directory is free to launch again.
+    (tmp_path / "input").mkdir()
+    assert session_state(tmp_path) is SessionState.NOT_STARTED
+    clear_dead_launch(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [LAUNCH_LOCK_FILE]
+
+
+def test_a_stop_during_start_up_is_not_a_kill(tmp_path: Path) -> None:
+    """The worker ignores SIGTERM until its handler is in place; the supervisor re-sends."""
+    worker = (
+        "import signal, sys, time; time.sleep(0.5); "
+        "stop = lambda *_: (open('working/out', 'w').write('stopped'), sys.exit(0)); "
+        "signal.signal(signal.SIGTERM, stop); time.sleep(30)"
+    )
+    _start(tmp_path, f'exec {sys.executable} -c "{worker}"')
+    assert stop_session(tmp_path)
+    ended = _wait_finished(tmp_path, timeout=15)
+    assert (ended.exit_code, ended.output_dropped) == (0, False)
+    assert (tmp_path / "working" / "out").read_text().strip() == "stopped"

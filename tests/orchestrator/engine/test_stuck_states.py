@@ -1,0 +1,132 @@
+"""States a red team found stuck or wrong, each pinned by a test on the fake backend."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from orchestrator.backends.base import Collected, SessionStatus
+from orchestrator.db import Database
+from orchestrator.engine import Engine
+from orchestrator.migrate import upgrade
+from orchestrator.models import Checkpoint, Event, Job, Segment
+from tests.support.clock import ManualClock
+from tests.support.engine_runs import fake_engine, submit_jobs
+from tests.support.fake_backend import STATE_FILE, FakeBackend, uninterrupted_digest
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[Database]:
+    upgrade(database_url)
+    database = Database(database_url)
+    yield database
+    database.dispose()
+
+
+def _tick(engine: Engine, clock: ManualClock, ticks: int) -> None:
+    for _ in range(ticks):
+        engine.reconcile_all()
+        clock.advance(1)
+
+
+def _state(db: Database, job_id: str) -> tuple[Job, list[Segment]]:
+    with db.transaction() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        segments = list(
+            session.scalars(select(Segment).where(Segment.job_id == job_id).order_by(Segment.index))
+        )
+    return job, segments
+
+
+class LongWindedBackend(FakeBackend):
+    """Every session fails with a 3,000-character reason."""
+
+    def collect(self, handle: str, store: Path) -> Collected:
+        super().collect(handle, store.with_name("ignored"))
+        return Collected(None, None, None, 1.0, "x" * 3000)
+
+
+def test_a_3000_character_reason_fails_the_job_instead_of_looping(
+    db: Database, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    backend = LongWindedBackend(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
+    engine = fake_engine(db, backend, tmp_path / "checkpoints", clock=clock)
+    (job_id,) = submit_jobs(engine, 1, retry={"max_failures": 0})
+    _tick(engine, clock, 10)
+    job, segments = _state(db, job_id)
+    assert job.state == "failed"
+    assert job.reason is not None
+    assert job.reason.startswith("1 consecutive failed segments; last: xxx")
+    assert [s.state for s in segments] == ["failed"]
+    assert segments[0].error is not None
+    assert len(segments[0].error) <= 2000
+
+
+class CorruptingBackend(FakeBackend):
+    """Segment 1's checkpoint rots on disk right after it was collected and verified."""
+
+    def collect(self, handle: str, store: Path) -> Collected:
+        collected = super().collect(handle, store)
+        if handle.endswith("-0001"):
+            (store / STATE_FILE).write_text(json.dumps({"value": "0" * 64}))
+        return collected
+
+
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_older_one(
+    db: Database, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    backend = CorruptingBackend(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
+    engine = fake_engine(db, backend, tmp_path / "checkpoints", clock=clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=30)
+    _tick(engine, clock, 30)
+
+    job, segments = _state(db, job_id)
+    assert job.state == "succeeded"
+    assert [(s.start_step, s.end_step) for s in segments] == [(0, 10), (10, 20), (10, 20), (20, 30)]
+    with db.transaction() as session:
+        rejected = session.scalars(
+            select(Checkpoint.segment_index).where(Checkpoint.rejected.is_not(None))
+        ).all()
+        events = session.scalars(select(Event.kind).where(Event.job_id == job_id)).all()
+        final = session.scalars(select(Checkpoint).where(Checkpoint.step == 30)).one()
+    assert rejected == [1]
+    assert events.count("checkpoint_rejected") == 1
+    # No session was ever handed the corrupt checkpoint.
+    assert all(
+        s.launch_spec.get("expect", {}) != {"job_id": job_id, "segment_index": 1, "step": 20}
+        for s in segments
+    )
+    assert final.model_digest == uninterrupted_digest(30)
+
+
+class EndlessBackend(FakeBackend):
+    """Sessions report RUNNING forever: a supervisor that lost track of its limit."""
+
+    overrun_slack_seconds = 30.0
+
+    def status(self, handle: str) -> SessionStatus:
+        super().status(handle)
+        return SessionStatus.RUNNING
+
+
+def test_the_orchestrator_kills_a_session_that_outlives_its_limit(
+    db: Database, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    backend = EndlessBackend(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
+    engine = fake_engine(db, backend, tmp_path / "checkpoints", clock=clock)
+    (job_id,) = submit_jobs(engine, 1, retry={"max_failures": 0})  # 60 s sessions
+    _tick(engine, clock, 80)
+    assert _state(db, job_id)[0].state == "running"
+    _tick(engine, clock, 20)
+    job, segments = _state(db, job_id)
+    assert job.state == "failed"
+    assert "ran past its hard limit" in (segments[0].error or "")
+    assert [c["launch_id"] for c in backend.cancels()] == [segments[0].launch_id]
