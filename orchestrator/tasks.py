@@ -82,7 +82,7 @@ def fan_out() -> int:
     """Send a reconcile for every due job not already dispatched; returns how many were sent."""
     current = runtime()
     now = utcnow()
-    due = current.services.engine.jobs_to_reconcile()
+    due = current.services.engine.due_job_ids(now)
     sent = 0
     for start in range(0, len(due), _BATCH):
         batch = due[start : start + _BATCH]

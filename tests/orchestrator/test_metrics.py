@@ -73,6 +73,7 @@ def test_metrics_report_what_the_database_holds(api: TestClient, settings: Setti
 class _FailingBackend:
     name = "kaggle"
     poll_seconds = 30.0
+    overrun_slack_seconds = None
 
     def __init__(self) -> None:
         self.errors = iter([Transient("429", retry_after=30), Rejected("no"), Gone("kernel")])
