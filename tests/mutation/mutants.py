@@ -281,7 +281,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "engine-forgets-history",
         "engine",
         ENGINE_FILES,
-        "return [_past(segment) for segment in done if segment.timings]",
+        "return [past_segment(segment) for segment in done if segment.timings]",
         "return []",
         (
             f"{ENGINE_RULES}::test_the_next_segment_keeps_the_save_and_upload_time_earlier_"

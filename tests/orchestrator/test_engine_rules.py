@@ -21,6 +21,7 @@ from orchestrator.lifecycle import JobState, UserAction
 from orchestrator.models import Checkpoint, Job, Segment
 from orchestrator.spec import JobSpec
 from tests.factories import job_spec, stop_sessions
+from worker.manifest import write_manifest
 
 
 @pytest.fixture
@@ -78,6 +79,12 @@ def test_the_next_segment_keeps_the_save_and_upload_time_earlier_segments_measur
 ) -> None:
     job_id = _submit(engine, total_steps=100)
     # Segment 0 committed step 40 and measured a 7 s save and a 3 s upload.
+    stored = engine.store.path(job_id, 0)
+    stored.mkdir(parents=True)
+    (stored / "state.bin").write_bytes(b"state")
+    manifest = write_manifest(
+        stored, job_id=job_id, segment_index=0, step=40, model_digest="0" * 64
+    )
     with engine.db.transaction() as session:
         session.add(
             Segment(
@@ -108,14 +115,14 @@ def test_the_next_segment_keeps_the_save_and_upload_time_earlier_segments_measur
                 job_id=job_id,
                 segment_index=0,
                 step=40,
-                location=str(tmp_path / "gone"),
-                model_digest="0" * 64,
-                bytes=1,
-                manifest={},
+                location=str(stored),
+                model_digest=manifest.model_digest,
+                bytes=manifest.total_bytes,
+                manifest=manifest.to_dict(),
             )
         )
-    # The launch itself is refused (segment 0's files are not on disk): the plan is recorded
-    # with the launch intent before the backend is called, and that plan is what is checked.
+    # The plan is recorded with the launch intent before the backend is called, and that plan
+    # is what is checked (the session itself fails: the stand-in checkpoint holds no state).
     engine.reconcile_job(job_id)
     segments = _segments(engine.db, job_id)
     assert len(segments) == 2
