@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 SHARED_QUEUE = "baton"
 FAN_OUT_TASK = "baton.fan_out"
 RECONCILE_TASK = "baton.reconcile_job"
+NOTIFY_TASK = "baton.deliver_notifications"
 # Longer than any reconcile can take (a few DB statements and backend calls, each bounded by
 # BATON_KAGGLE_CALL_TIMEOUT_SECONDS) by a wide margin; a message unacked this long is redelivered.
 VISIBILITY_TIMEOUT_SECONDS = 3600
@@ -63,7 +64,13 @@ def make_app(settings: Settings) -> Celery:
                 "schedule": settings.beat_interval_seconds,
                 # A fan-out nobody ran in time is useless: the next one supersedes it.
                 "options": {"expires": max(5.0, 5 * settings.beat_interval_seconds)},
-            }
+            },
+            # Webhook notifications (orchestrator/notifier.py); a pass is safe to overlap.
+            "deliver-notifications": {
+                "task": NOTIFY_TASK,
+                "schedule": settings.notify_interval_seconds,
+                "options": {"expires": max(5.0, 5 * settings.notify_interval_seconds)},
+            },
         },
     )
     return app

@@ -31,6 +31,9 @@ from orchestrator.transitions import record_event
 log = logging.getLogger(__name__)
 
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+SKIPPED = "skipped"  # another notifier holds this try
+# How long a claimed try is held before another notifier may take it (a crash mid-POST).
+CLAIM_SECONDS = 120.0
 BATCH = 50
 POST_TIMEOUT_SECONDS = 10.0
 
@@ -160,12 +163,27 @@ def _deliver_one(db: Database, row_id: int, now: datetime, post: Poster) -> str:
             job.id, job.name, event.kind, event.segment_index, event.to_state, event.message
         )
         attempts = row.attempts
+        # Claim the try (compare-and-set), so two notifiers never POST the same row at once.
+        claimed = session.execute(
+            update(Notification)
+            .where(
+                Notification.id == row_id,
+                Notification.state == PENDING,
+                Notification.attempts == attempts,
+                Notification.next_attempt_at <= now,
+            )
+            .values(next_attempt_at=now + timedelta(seconds=CLAIM_SECONDS))
+            .execution_options(synchronize_session=False)
+        )
+        if claimed.rowcount != 1:  # type: ignore[attr-defined]
+            return SKIPPED
     problem = _post(post, url, body)
     shown = webhooks.redact_url(url)
     with db.transaction() as session:
         row = session.get(Notification, row_id)
         if row is None:
             return FAILED
+        session.refresh(row)
         row.attempts = attempts + 1
         if problem is None:
             row.state, row.delivered_at, row.last_error = DELIVERED, now, None

@@ -21,6 +21,7 @@ from orchestrator.api.deps import Services
 from orchestrator.backends.kaggle.client import ClientFactory, production_client
 from orchestrator.celery_app import (
     FAN_OUT_TASK,
+    NOTIFY_TASK,
     RECONCILE_TASK,
     DispatchGuard,
     make_app,
@@ -30,6 +31,7 @@ from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.metrics import RECONCILE_LAG, RECONCILES
 from orchestrator.models import Job, utcnow
+from orchestrator.notifier import deliver_due_notifications
 from orchestrator.service import build_services
 from orchestrator.transitions import StaleState
 
@@ -124,3 +126,11 @@ reconcile_job = app.task(
     retry_jitter=True,
     max_retries=3,
 )(reconcile)
+
+
+def notify() -> None:
+    """One notifier pass (webhooks); beat sends it every BATON_NOTIFY_INTERVAL_SECONDS."""
+    deliver_due_notifications(runtime().services.db)
+
+
+notify_task = app.task(name=NOTIFY_TASK, ignore_result=True)(notify)

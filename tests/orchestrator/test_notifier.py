@@ -6,12 +6,14 @@ import logging
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from orchestrator.celery_app import NOTIFY_TASK, make_app
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.notifier import deliver_due_notifications
@@ -161,3 +163,26 @@ def test_baton_serve_sends_them_from_its_own_thread(settings: Settings, receiver
             time.sleep(0.05)
     assert receiver.received[0]["job_id"] == job_id
     assert receiver.received[0]["state"] == "succeeded"
+
+
+def test_two_notifiers_at_once_post_each_row_once(api: TestClient, db: Database) -> None:
+    posts: list[str] = []
+    inner: list[Any] = []
+
+    def post_while_another_pass_runs(url: str, body: dict[str, Any]) -> int:
+        posts.append(body["job_id"])
+        if not inner:  # a second notifier (another Celery worker) runs mid-POST
+            inner.append(deliver_due_notifications(db, T0, post=post_while_another_pass_runs))
+        return 200
+
+    job_id = _cancelled_job(api, "http://127.0.0.1:9/hook")
+    report = deliver_due_notifications(db, T0, post=post_while_another_pass_runs)
+    assert posts == [job_id]
+    assert report.delivered == 1
+    assert inner[0].delivered == 0
+
+
+def test_at_scale_beat_sends_a_notifier_pass(tmp_path: Path) -> None:
+    conf = make_app(Settings(data_dir=tmp_path, notify_interval_seconds=3)).conf
+    entry = conf.beat_schedule["deliver-notifications"]
+    assert (entry["task"], entry["schedule"]) == (NOTIFY_TASK, 3)
