@@ -13,7 +13,6 @@ import logging
 import os
 import sys
 import time
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ from worker.distributed import (
 from worker.launch import launch_ranks
 from worker.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
 from worker.proctime import process_start_time
+from worker.reasons import one_line, reason_for
 from worker.rng import capture_rng_state, restore_rng_state, seed_everything
 from worker.stopflag import StopFlag
 from worker.trainer import LoopTrainer, TrainContext, Trainer
@@ -56,7 +56,6 @@ EXIT_REJECTED = 2
 DEFAULT_LOG_EVERY = 10
 # The heartbeat (live progress for the orchestrator) is rewritten at most this often.
 HEARTBEAT_SECONDS = 1.0
-ERROR_CHARS = 4000
 
 log = logging.getLogger("worker")
 
@@ -98,11 +97,6 @@ _STOP_OUTCOMES: dict[int, str | None] = {
     STOP_FLAG: Outcome.STOPPED,
     STOP_COMPLETED: Outcome.COMPLETED,
 }
-
-
-def short_error(exc: BaseException) -> str:
-    text = "".join(traceback.format_exception(exc, limit=-5))
-    return text[-ERROR_CHARS:]
 
 
 @dataclass
@@ -159,11 +153,12 @@ class SegmentRunner:
         except CorruptCheckpoint as exc:
             log.error("resume checkpoint rejected: %s", exc)
             self.result.outcome = Outcome.REJECTED
-            self.result.error = str(exc)
+            self.result.error = one_line(str(exc))
         except Exception as exc:
             log.exception("segment failed at step %d", self.progress.step)
             self.result.outcome = Outcome.FAILED
-            self.result.error = short_error(exc)
+            # The traceback is in the session log (log.exception above); users read one line.
+            self.result.error = reason_for(exc)
         # Only committed steps count: the next segment resumes from the committed checkpoint.
         if self.result.committed:
             self.result.end_step = self.progress.step

@@ -38,6 +38,7 @@ from worker.contract import (
     SegmentResult,
 )
 from worker.manifest import CorruptCheckpoint, verify_checkpoint
+from worker.reasons import one_line
 
 INPUT_DIR = "input"
 
@@ -104,7 +105,7 @@ class LocalBackend:
         spec = request.spec
         if request.resume_from is not None:
             if not request.resume_from.is_dir():
-                raise Rejected(f"resume checkpoint {request.resume_from} is missing")
+                raise Rejected("the checkpoint to resume from is missing from the store")
             link_or_copy_tree(request.resume_from, root / INPUT_DIR / CHECKPOINT_DIR)
         (root / SEGMENT_FILE).write_text(spec.to_json())
         python_path = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))
@@ -146,10 +147,13 @@ class LocalBackend:
             return Collected(None, None, None, seconds, f"{why}; its output was dropped")
         try:
             result = SegmentResult.read(root / WORKING_DIR / RESULT_FILE)
-        except (OSError, ValueError, TypeError) as exc:
-            tail = _log_tail(root)
-            problem = f"no usable {RESULT_FILE} ({exc}); exit code {ended.exit_code}: {tail}"
-            return Collected(None, None, None, seconds, problem)
+        except (OSError, ValueError, TypeError):
+            # Users read one line; the traceback is in the segment's log, which only they read.
+            problem = (
+                f"the session ended (exit code {ended.exit_code}) without a usable result: "
+                f"{one_line(_last_line(root))}"
+            )
+            return Collected(None, None, None, seconds, one_line(problem))
         if not result.committed:
             return Collected(result, None, None, seconds, result.error or result.outcome)
         expect = ExpectedCheckpoint(result.job_id, result.segment_index, result.end_step)
@@ -161,7 +165,7 @@ class LocalBackend:
                 os.replace(source, store)
             manifest = verify_checkpoint(store, expect)
         except CorruptCheckpoint as exc:
-            return Collected(result, None, None, seconds, f"checkpoint rejected: {exc}")
+            return Collected(result, None, None, seconds, one_line(f"checkpoint rejected: {exc}"))
         return Collected(result, manifest, store, seconds, None)
 
     def cancel(self, handle: str) -> bool:
@@ -192,8 +196,10 @@ def _read_heartbeat(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _log_tail(root: Path, limit: int = 600) -> str:
+def _last_line(root: Path, limit: int = 4000) -> str:
+    """The log's last non-empty line: for a crash, the exception."""
     try:
-        return (root / LOG_FILE).read_text(errors="replace")[-limit:].strip()
+        lines = (root / LOG_FILE).read_text(errors="replace")[-limit:].strip().splitlines()
     except OSError:
-        return ""
+        return "no log"
+    return lines[-1] if lines else "no output"
