@@ -189,7 +189,7 @@ def live_progress(job: Job, active: Segment | None, *, now: datetime) -> LivePro
     """Where the running segment is: its heartbeat, or an estimate where none reaches us."""
     if active is None or active.launched_at is None:
         return None
-    beat = getattr(active, "progress", None)
+    beat = active.progress
     if isinstance(beat, dict) and isinstance(beat.get("step"), int):
         return _from_heartbeat(active, beat, job.total_steps)
     step_seconds = _previous_step_seconds(active)

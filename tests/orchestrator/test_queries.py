@@ -30,7 +30,7 @@ def _segment(**fields: object) -> Segment:
 
 def test_a_heartbeat_is_shown_as_measured() -> None:
     segment = _segment()
-    segment.progress = {"step": 130, "loss": 0.25, "step_seconds": 0.4, "at": NOW.timestamp()}  # type: ignore[attr-defined]
+    segment.progress = {"step": 130, "loss": 0.25, "step_seconds": 0.4, "at": NOW.timestamp()}
     progress = live_progress(_job(), segment, now=NOW)
     assert progress is not None
     assert (progress.step, progress.loss, progress.step_seconds) == (130, 0.25, 0.4)
