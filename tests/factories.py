@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -25,6 +26,9 @@ from orchestrator.spec import JobSpec
 from tests.kaggle_emulator.client import point_at
 from tests.support.supervisors import wait_for_supervisors
 
+# Tests run with their trainers' step time scaled by this (CI also runs the chained tests at 0.5
+# and 2): what they assert must hold on a machine twice as fast or twice as slow.
+STEP_SCALE = float(os.environ.get("BATON_TEST_STEP_SCALE", "1"))
 ADMIN_TOKEN = "bt_test-admin-token-0123456789abcdef"
 FAST_TRAINER = "tests.support.trainers:LinearTrainer"
 FINISHED = {"succeeded", "failed", "cancelled"}
@@ -43,7 +47,16 @@ def job_spec(**overrides: Any) -> dict[str, Any]:
         "retry": {"max_failures": 2},
     }
     spec.update(overrides)
+    if "step_sleep" in spec["config"]:
+        spec["config"] = {**spec["config"], "step_sleep": spec["config"]["step_sleep"] * STEP_SCALE}
     return spec
+
+
+def guaranteed_segments(spec: dict[str, Any]) -> int:
+    """The fewest sessions a chained job can take on any machine: no step is faster than its
+    sleep, and no session trains for its whole limit."""
+    work = spec["total_steps"] * float(spec["config"].get("step_sleep", 0.0))
+    return math.floor(work / spec["session"]["limit_seconds"]) + 1
 
 
 def make_settings(data_dir: Path, **overrides: Any) -> Settings:

@@ -11,6 +11,7 @@ and a ResumableSampler over overlapping windows of the text.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
@@ -38,6 +39,9 @@ DEFAULTS: dict[str, Any] = {
     "warmup_steps": 50,
     "weight_decay": 0.1,
     "grad_clip": 1.0,
+    # Pad every step to at least this long (seconds): a step time that does not depend on the
+    # machine, for demos and tests whose segment count must not either. Training is unchanged.
+    "min_step_seconds": 0.0,
     "device": "auto",  # "auto": CUDA when available, else CPU
 }
 
@@ -148,6 +152,14 @@ class TinyCharLM(Trainer):
         return windows[:, :-1], windows[:, 1:]
 
     def train_step(self, step: int) -> Mapping[str, float]:
+        started = time.perf_counter()
+        metrics = self._train_step()
+        pad = float(self.cfg["min_step_seconds"]) - (time.perf_counter() - started)
+        if pad > 0:
+            time.sleep(pad)
+        return metrics
+
+    def _train_step(self) -> Mapping[str, float]:
         self.model.train()
         inputs, targets = self._batch()
         with self.autocast():

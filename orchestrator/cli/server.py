@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import tempfile
 import threading
 import time
@@ -16,6 +17,7 @@ from orchestrator.api.main import create_app
 from orchestrator.api.schemas import JobOut, SegmentOut
 from orchestrator.cli import render
 from orchestrator.cli.client import BatonClient
+from orchestrator.cli.errors import CliError
 from orchestrator.cli.jobs import follow, read_spec
 from orchestrator.config import Settings
 from orchestrator.credentials import rotate_all
@@ -37,6 +39,8 @@ def serve(
 ) -> None:
     """Run the API, the status page and the embedded reconcile loop."""
     settings = Settings()
+    # The port first: a second `baton serve` whose port is taken must not start reconciling.
+    listener = bind_listener(host, port)
     prestart(settings)
     app = create_app(build_services(settings))
     print(f"Baton on http://{host}:{port}  (data: {settings.data_dir})", flush=True)
@@ -45,7 +49,21 @@ def serve(
         print(f"Admin token file: {settings.admin_token_file}", flush=True)
     else:
         print("Admin token: the value of BATON_ADMIN_TOKEN", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[listener])
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before anything else starts; CliError if the port is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as exc:
+        listener.close()
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    listener.listen(2048)
+    return listener
 
 
 def migrate() -> None:

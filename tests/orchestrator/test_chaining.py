@@ -13,14 +13,21 @@ from fastapi.testclient import TestClient
 
 from orchestrator.backends.sessions import SessionState, session_state
 from orchestrator.config import Settings
-from tests.factories import job_spec, reference_digest, wait_finished, wait_for
+from tests.factories import (
+    guaranteed_segments,
+    job_spec,
+    reference_digest,
+    wait_finished,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
-# ~16 s of training steps against 8 s sessions, each spending 2-4 s starting Python and torch.
+# 26 s of training steps against 8 s sessions, each spending 2-4 s starting Python and torch:
+# at least 4 sessions on any machine (guaranteed_segments), more on a slow one.
 CHAINED = job_spec(
     total_steps=400,
-    config={"step_sleep": 0.04},
+    config={"step_sleep": 0.065},
     session={"limit_seconds": 8, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
 )
 
@@ -39,7 +46,7 @@ def test_job_chains_across_sessions_to_the_uninterrupted_digest(
     assert job["steps_done"] == 400
 
     segments = _segments(live_api, job_id)
-    assert len(segments) >= 4
+    assert len(segments) >= guaranteed_segments(CHAINED) >= 2
     assert all(seg["state"] == "succeeded" for seg in segments)
     assert [seg["outcome"] for seg in segments][-1] == "completed"
     assert {seg["outcome"] for seg in segments[:-1]} == {"deadline"}

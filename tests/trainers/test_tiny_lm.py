@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.factories import STEP_SCALE
 from tests.support.segments import (
     REPO_ROOT,
     make_root,
@@ -35,6 +36,9 @@ CONFIG = {
     "warmup_steps": 10,
     "dropout": 0.2,
     "log_every": 5,
+    # A floor under the step time: the deadline segment below must stop on its deadline, with
+    # steps left, however fast the machine is.
+    "min_step_seconds": 0.05 * STEP_SCALE,
 }
 
 
