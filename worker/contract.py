@@ -7,6 +7,7 @@ Kaggle kernels.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -21,7 +22,7 @@ CHECKPOINT_DIR = "checkpoint"
 MANIFEST_FILE = "manifest.json"
 
 
-class Outcome:
+class Outcome(enum.StrEnum):
     """How a segment ended, as the worker reports it in result.json."""
 
     COMPLETED = "completed"  # reached total_steps; checkpoint committed
@@ -30,7 +31,9 @@ class Outcome:
     FAILED = "failed"  # an exception; nothing committed
     REJECTED = "rejected"  # the resume checkpoint was missing, corrupt or stale
 
-    COMMITTED = frozenset({COMPLETED, DEADLINE, STOPPED})
+
+# The outcomes that leave a committed checkpoint behind.
+COMMITTED_OUTCOMES = frozenset({Outcome.COMPLETED, Outcome.DEADLINE, Outcome.STOPPED})
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ class SegmentResult:
 
     @property
     def committed(self) -> bool:
-        return self.outcome in Outcome.COMMITTED
+        return self.outcome in COMMITTED_OUTCOMES
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SegmentResult:

@@ -20,6 +20,7 @@ from typing import Any
 
 from worker.checkpoint import commit_checkpoint, read_checkpoint, state_nbytes
 from worker.contract import (
+    COMMITTED_OUTCOMES,
     HEARTBEAT_FILE,
     RESULT_FILE,
     SEGMENT_FILE,
@@ -61,7 +62,7 @@ log = logging.getLogger("worker")
 
 
 def exit_code_for(outcome: str) -> int:
-    if outcome in Outcome.COMMITTED:
+    if outcome in COMMITTED_OUTCOMES:
         return EXIT_COMMITTED
     if outcome == Outcome.REJECTED:
         return EXIT_REJECTED

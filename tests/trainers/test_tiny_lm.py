@@ -77,6 +77,7 @@ def run_segment(root: Path, spec: SegmentSpec, how: str) -> SegmentResult:
 
 
 @pytest.mark.slow
+@pytest.mark.chained_digest
 def test_chained_segments_end_with_the_uninterrupted_digest(tmp_path):
     whole_spec = lm_spec()
     whole_root = make_root(tmp_path / "whole", whole_spec)

@@ -26,6 +26,7 @@ from orchestrator.backends.kaggle.checkpoints import CheckpointDataset
 from orchestrator.backends.kaggle.client import KaggleAccount
 from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush, KernelStatus
 from orchestrator.backends.kaggle.packaging import code_archive, kernel_source
+from orchestrator.launch_id import LaunchId
 from orchestrator.spec import Accelerator, KaggleSpec
 from worker.contract import CHECKPOINT_DIR, RESULT_FILE, ExpectedCheckpoint, SegmentResult
 from worker.manifest import CorruptCheckpoint, verify_checkpoint
@@ -46,8 +47,7 @@ def dataset_slug(job_id: str) -> str:
 
 
 def segment_of(launch_id: str) -> int:
-    """The segment index in a launch id `<job>-<index>`."""
-    return int(launch_id.rsplit("-", 1)[1])
+    return LaunchId.parse(launch_id).segment_index
 
 
 @dataclass(frozen=True)
