@@ -31,7 +31,12 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 TRAINER_PATTERN = r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$"
 MAX_NPROC = 8
 # Trainers whose config the memory planner understands (model sizes, batch, block_size, ...).
-BATON_LM_TRAINERS = ("trainers.accelerate_lm:", "trainers.hf_lm:", "trainers.deepspeed_lm:")
+BATON_LM_TRAINERS = (
+    "trainers.accelerate_lm:",
+    "trainers.hf_lm:",
+    "trainers.lora_lm:",
+    "trainers.deepspeed_lm:",
+)
 
 
 class MarginSpec(BaseModel):

@@ -64,11 +64,12 @@ class AccelerateCausalLM(Trainer):
             rank=self.ctx.rank,
             world_size=self.ctx.world_size,
         )
-        model = build_causal_lm(cfg, self.corpus.vocab_size)
+        model = self.build_model(cfg)
         if cfg["gradient_checkpointing"]:
             model.gradient_checkpointing_enable({"use_reentrant": False})
+        trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(
-            model.parameters(), lr=float(cfg["lr"]), weight_decay=float(cfg["weight_decay"])
+            trainable, lr=float(cfg["lr"]), weight_decay=float(cfg["weight_decay"])
         )
         # Not prepared: accelerate would step a prepared scheduler once per rank.
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -76,6 +77,10 @@ class AccelerateCausalLM(Trainer):
         )
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.accelerator.register_for_checkpointing(self.scheduler, self.sampler)
+
+    def build_model(self, cfg: Mapping[str, Any]) -> Any:
+        """The model to train; subclasses wrap it (LoRA adapters)."""
+        return build_causal_lm(cfg, self.corpus.vocab_size)
 
     def _micro_batch(self) -> Tensor:
         ids = self.corpus.windows(self.sampler.take(int(self.cfg["batch_size"])))
@@ -92,7 +97,8 @@ class AccelerateCausalLM(Trainer):
                 self.accelerator.backward(loss)
                 if self.accelerator.sync_gradients:
                     self.accelerator.clip_grad_norm_(
-                        self.model.parameters(), float(self.cfg["grad_clip"])
+                        [p for p in self.model.parameters() if p.requires_grad],
+                        float(self.cfg["grad_clip"]),
                     )
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)

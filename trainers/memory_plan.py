@@ -224,16 +224,36 @@ def suggest_fit(setup: TrainingSetup, gpu_bytes: float = T4_USABLE_BYTES) -> Fit
     plan = plan_memory(setup)
     if plan.fits(gpu_bytes):
         return FitAdvice(plan, True, (), plan)
-    current, applied = setup, []
-    for label, change in CHANGES:
+    current = setup
+    for _, change in CHANGES:
         while (changed := change(current)) is not None:
             current = changed
-            if label not in applied:
-                applied.append(label)
             fitted = plan_memory(current)
             if fitted.fits(gpu_bytes):
-                return FitAdvice(plan, False, tuple(applied), fitted)
-    return FitAdvice(plan, False, tuple(applied), None)
+                return FitAdvice(plan, False, describe_changes(setup, current), fitted)
+    return FitAdvice(plan, False, describe_changes(setup, current), None)
+
+
+def describe_changes(before: TrainingSetup, after: TrainingSetup) -> tuple[str, ...]:
+    """What differs between two setups, in the order of CHANGES, as a user would apply it."""
+    said: list[str] = []
+    if after.gradient_checkpointing and not before.gradient_checkpointing:
+        said.append(CHANGES[0][0])
+    if after.batch != before.batch:
+        factor = before.batch // after.batch
+        said.append(
+            f"per-GPU batch {before.batch} -> {after.batch} "
+            f"(grad_accum x{factor} keeps the effective batch)"
+        )
+    if after.zero_stage != before.zero_stage:
+        said.append(f"raise the ZeRO stage {before.zero_stage} -> {after.zero_stage}")
+    if after.offload != before.offload:
+        said.append(CHANGES[3][0])
+    if after.trainable_share != before.trainable_share:
+        said.append(CHANGES[4][0])
+    if after.quantize_4bit and not before.quantize_4bit:
+        said.append(CHANGES[5][0])
+    return tuple(said)
 
 
 def setup_from_config(config: Mapping[str, Any], ranks: int, precision: str) -> TrainingSetup:

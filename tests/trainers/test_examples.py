@@ -23,4 +23,6 @@ def test_there_is_an_example_for_each_trainer():
     assert {
         "trainers.accelerate_lm:AccelerateCausalLM",
         "trainers.hf_lm:HFCausalLM",
+        "trainers.lora_lm:LoraCausalLM",
+        "trainers.deepspeed_lm:DeepSpeedCausalLM",
     } <= trainers

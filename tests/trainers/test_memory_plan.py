@@ -73,7 +73,8 @@ def test_a_run_that_does_not_fit_gets_the_cheapest_change_that_does():
     assert "will not fit" in advice.message()
     assert "Cheapest change" in advice.message()
     # Sharding across the two T4s comes before training fewer weights.
-    assert "raise the ZeRO stage" in advice.changes
+    assert "raise the ZeRO stage 0 -> 3" in advice.changes
+    assert "per-GPU batch 8 -> 1 (grad_accum x8 keeps the effective batch)" in advice.changes
     assert not any("LoRA" in change for change in advice.changes)
 
 

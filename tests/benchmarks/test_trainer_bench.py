@@ -1,0 +1,23 @@
+"""The trainer benchmark's bookkeeping: which rank wrote each checkpoint file."""
+
+import pytest
+
+from benchmarks.trainers import rank_of
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("runtime-rank1.pt", 1),
+        ("deepspeed/baton/zero_pp_rank_1_mp_rank_00_optim_states.pt", 1),
+        ("deepspeed/baton/zero_pp_rank_0_mp_rank_00_model_states.pt", 0),
+        ("accelerate/random_states_1.pkl", 1),
+        ("accelerate/custom_checkpoint_1.pkl", 0),  # a registered object, written by rank 0
+        ("accelerate/model.safetensors", 0),
+        ("hf/rng_state_1.pth", 1),
+        ("hf/rng_state.pth", 0),
+        ("trainer.pt", 0),
+    ],
+)
+def test_each_file_counts_for_the_rank_that_wrote_it(name, rank):
+    assert rank_of(name) == rank
