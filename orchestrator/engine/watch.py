@@ -7,7 +7,7 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from orchestrator.backends.base import Backend, Collected, Gone, Rejected, SessionStatus
 from orchestrator.engine.context import Context, Next, apply_decision, clip, job_view
@@ -115,7 +115,7 @@ def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> No
     if committed:
         ctx.store.prune(job.id)
     elif result is not None and result.outcome == Outcome.REJECTED:
-        _check_resume_checkpoint(ctx, job, segment)
+        _check_resume_checkpoint(ctx, job, segment, fields["error"] or reason)
 
 
 def _wake_queued(session: Any, slot_key: str | None) -> None:
@@ -130,13 +130,32 @@ def _wake_queued(session: Any, slot_key: str | None) -> None:
     )
 
 
-def _check_resume_checkpoint(ctx: Context, job: Job, segment: Segment) -> None:
-    """The session refused its resume checkpoint: if the stored copy is corrupt, never offer it
-    again (the next segment falls back to the newest older one that verifies)."""
+def _check_resume_checkpoint(ctx: Context, job: Job, segment: Segment, error: str) -> None:
+    """The session refused its resume checkpoint. If the stored copy is corrupt, or the session
+    before refused the same checkpoint with the same error (a deterministic refusal, not a
+    passing stale read), never offer it again: the next segment falls back to the newest older
+    checkpoint that verifies, instead of burning the retries on it."""
     expect = (segment.launch_spec or {}).get("expect")
     if not expect:
         return
     index, step = int(expect["segment_index"]), int(expect["step"])
     problem = ctx.store.verify(job.id, index, step)
+    if problem is None and _refused_before(ctx, segment, expect, error):
+        problem = f"two sessions in a row refused it: {error}"
     if problem is not None:
         ctx.store.reject(job.id, index, problem)
+
+
+def _refused_before(ctx: Context, segment: Segment, expect: dict[str, Any], error: str) -> bool:
+    with ctx.db.transaction() as session:
+        previous = session.scalars(
+            select(Segment).where(
+                Segment.job_id == segment.job_id, Segment.index == segment.index - 1
+            )
+        ).first()
+    return (
+        previous is not None
+        and previous.outcome == Outcome.REJECTED
+        and (previous.launch_spec or {}).get("expect") == expect
+        and (previous.error or previous.outcome) == error
+    )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from orchestrator.backends.base import Collected, SessionStatus
+from orchestrator.backends.base import Collected, LaunchRequest, SessionStatus
 from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.migrate import upgrade
@@ -130,3 +130,34 @@ def test_the_orchestrator_kills_a_session_that_outlives_its_limit(
     assert job.state == "failed"
     assert "ran past its hard limit" in (segments[0].error or "")
     assert [c["launch_id"] for c in backend.cancels()] == [segments[0].launch_id]
+
+
+class RefusingBackend(FakeBackend):
+    """Every session handed segment 1's checkpoint refuses it, though the stored copy verifies
+    (say, a trainer that cannot load it): a deterministic refusal, not a stale read."""
+
+    def launch(self, request: LaunchRequest) -> str:
+        handle = super().launch(request)
+        if request.spec.expect is not None and request.spec.expect.segment_index == 1:
+            path = self.root / "sessions" / f"{handle}.json"
+            session = json.loads(path.read_text())
+            path.write_text(json.dumps({**session, "rejected": "cannot load this state"}))
+        return handle
+
+
+def test_two_identical_refusals_fall_back_instead_of_failing_the_job(
+    db: Database, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    backend = RefusingBackend(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
+    engine = fake_engine(db, backend, tmp_path / "checkpoints", clock=clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=30, retry={"max_failures": 2})
+    _tick(engine, clock, 40)
+
+    job, segments = _state(db, job_id)
+    assert job.state == "succeeded", job.reason
+    expected = [s.launch_spec["expect"]["segment_index"] for s in segments if s.index > 0]
+    assert expected == [0, 1, 1, 0, 4]  # refused twice, then never offered again
+    with db.transaction() as session:
+        final = session.scalars(select(Checkpoint).where(Checkpoint.step == 30)).one()
+    assert final.model_digest == uninterrupted_digest(30)
