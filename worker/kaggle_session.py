@@ -27,6 +27,8 @@ INPUT_CHECKPOINT = f"input/{CHECKPOINT_DIR}"
 _SEARCH_DEPTH = 4
 # Self-chaining gives up this long before the session's limit, to exit (and keep its output).
 EXIT_SECONDS = 2.0
+# A container takes seconds to a few minutes to boot; an older session leader is not the boot.
+MAX_BOOT_SECONDS = 600.0
 KAGGLE_CLIENT_MINIMUM = (2, 2)
 KAGGLE_CLIENT_REQUIREMENTS = ("kaggle>=2.2.4,<2.3", "kagglesdk>=0.1.37,<0.2", "six")
 
@@ -58,11 +60,29 @@ def find_mounted_checkpoint(input_dir: Path, dataset_slug: str, archive: str) ->
 
 
 def _mounts(input_dir: Path, dataset_slug: str) -> list[Path]:
-    return [
-        mount
-        for depth in range(_SEARCH_DEPTH)
-        for mount in input_dir.glob("/".join(["*"] * depth + [dataset_slug]))
-    ]
+    """Every folder the dataset may be mounted as: input/<slug>, input/datasets/<owner>/<slug>
+    (newer images), and their versions/<N>/ subfolders, newest version first."""
+    found = []
+    for depth in range(_SEARCH_DEPTH):
+        for mount in input_dir.glob("/".join(["*"] * depth + [dataset_slug])):
+            versions = [v for v in mount.glob("versions/*") if v.name.isdigit()]
+            found += [mount, *sorted(versions, key=lambda v: int(v.name), reverse=True)]
+    return found
+
+
+def session_origin() -> float:
+    """When Kaggle's clock for this session started, as near as this process can tell.
+
+    The container boots before Python starts and Kaggle's timer runs meanwhile, so the origin is
+    the start of the oldest process of this process's session (the container's first process),
+    unless that is implausibly old (then this process's own start).
+    """
+    own = process_start_time()
+    try:
+        leader = process_start_time(pid=str(os.getsid(0)))
+    except OSError:
+        return own
+    return leader if own - MAX_BOOT_SECONDS <= leader <= own else own
 
 
 def stage_checkpoint(mounted: Path, target: Path) -> None:
@@ -112,12 +132,14 @@ def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: b
     install_requirements(list(options.get("requirements", [])))
     root = kaggle_root()
     session = prepare_session(segment, options, root)
-    exit_code = run_worker(["--root", str(session)])
+    origin = session_origin()
+    log.info("session origin %.1f s before this process started", process_start_time() - origin)
+    exit_code = run_worker(["--root", str(session), "--started-at", repr(origin)])
     if options.get("self_chain") and exit_code == 0:
         # Imported only here: the Kaggle client code travels only with self-chaining kernels.
         ensure_kaggle_client()
         from orchestrator.backends.kaggle.chaining import chain
 
-        deadline = process_start_time() + float(segment["limit_seconds"]) - EXIT_SECONDS
+        deadline = origin + float(segment["limit_seconds"]) - EXIT_SECONDS
         chain(segment, options, code, root / "working", deadline)
     return exit_code

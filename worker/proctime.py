@@ -12,10 +12,11 @@ IMPORT_TIME = time.time()
 MAX_PLAUSIBLE_AGE = 3600.0
 
 
-def process_start_time(proc: Path = Path("/proc")) -> float:
-    """Epoch seconds of this process's start; falls back to when this module was imported."""
+def process_start_time(proc: Path = Path("/proc"), pid: str = "self") -> float:
+    """Epoch seconds of a process's start (this one's by default); falls back to when this
+    module was imported."""
     try:
-        stat = (proc / "self" / "stat").read_text()
+        stat = (proc / pid / "stat").read_text()
         # The command name may contain spaces and parentheses; fields resume after the last ')'.
         fields = stat[stat.rindex(")") + 2 :].split()
         start_ticks = int(fields[19])  # field 22, "starttime", in clock ticks since boot

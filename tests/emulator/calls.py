@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from urllib.parse import parse_qs, urlsplit
 
 from kagglesdk import KaggleClient
 from kagglesdk.kernels.types.kernels_api_service import (
@@ -52,25 +51,29 @@ def push(
     return client.kernels.kernels_api_client.save_kernel(request)
 
 
-def session_id(response: ApiSaveKernelResponse) -> int:
-    """The emulator puts the session id in the url, as scriptVersionId."""
-    return int(parse_qs(urlsplit(response.url).query)["scriptVersionId"][0])
-
-
-def status(client: KaggleClient, ref: str) -> ApiGetKernelSessionStatusResponse:
+def status(
+    client: KaggleClient, ref: str, version: int | None = None
+) -> ApiGetKernelSessionStatusResponse:
+    """The status of `version` ("v<N>"), or of what Kaggle calls the latest one when None."""
     request = ApiGetKernelSessionStatusRequest()
     request.user_name, request.kernel_slug = ref.split("/")
+    request.version_label = None if version is None else f"v{version}"
     return client.kernels.kernels_api_client.get_kernel_session_status(request)
 
 
 def wait_for(
-    client: KaggleClient, ref: str, wanted: set[KernelWorkerStatus], timeout: float = 15.0
+    client: KaggleClient,
+    ref: str,
+    wanted: set[KernelWorkerStatus],
+    timeout: float = 15.0,
+    version: int | None = None,
 ) -> tuple[ApiGetKernelSessionStatusResponse, list[KernelWorkerStatus]]:
-    """Poll until the status is one of `wanted`; returns it and every status seen."""
+    """Poll until the status (of `version`, if given) is one of `wanted`; returns it and every
+    status seen. Without a version, a just-pushed kernel may still answer for the one before."""
     seen: list[KernelWorkerStatus] = []
     deadline = time.monotonic() + timeout
     while True:
-        current = status(client, ref)
+        current = status(client, ref, version)
         if not seen or seen[-1] != current.status:
             seen.append(current.status)
         if current.status in wanted:

@@ -20,6 +20,7 @@ from requests import HTTPError
 from tests.emulator import calls
 from tests.emulator.calls import TERMINAL
 from tests.kaggle_emulator import Emulator
+from tests.kaggle_emulator.datasets import PROCESSING_STAGES
 
 
 def _folder(path: Path, slug: str, files: dict[str, str]) -> Path:
@@ -54,6 +55,22 @@ def _wait_ready(client: KaggleClient, slug: str) -> list[str]:
     raise AssertionError(f"{slug} never became ready: {seen}")
 
 
+def _stage_order(name: str) -> int:
+    return [*PROCESSING_STAGES, "READY"].index(name)
+
+
+def _wait_version_listed(client: KaggleClient, slug: str) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            _status(client, slug)
+            return
+        except HTTPError as error:
+            if error.response.status_code != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _wait_version(client: KaggleClient, slug: str, number: int) -> None:
     """GetDatasetStatus reads the last visible version, so wait on the version itself."""
     deadline = time.monotonic() + 10
@@ -83,18 +100,29 @@ def test_create_then_version_via_blob_upload(
     created = api.dataset_create_new(str(folder), dir_mode="zip", quiet=True)
     assert created.status == "Ok"
     assert not created.error
+    # While the FIRST version processes, a new version is refused with 403 (kagglehub #182).
+    _wait_version_listed(client, "checkpoints")
+    with pytest.raises(HTTPError) as busy:
+        api.dataset_create_version(str(folder), "too soon", quiet=True, dir_mode="zip")
+    assert busy.value.response.status_code == 403
 
-    assert _wait_ready(client, "checkpoints") == ["404", "BLOBS_RECEIVED", "READY"]
+    seen = _wait_ready(client, "checkpoints")
+    # DatabundleVersionStatus's processing stages, in order, then READY.
+    stages = [s for s in seen if s != "404"]
+    assert stages[-1] == "READY"
+    assert stages == sorted(stages, key=_stage_order)
+    assert set(stages) - {"READY"} <= set(PROCESSING_STAGES)
+    assert len(stages) >= 2
     assert _file_names(client, "checkpoints") == ["ckpt/model.bin", "step.txt"]
 
     (folder / "step.txt").write_text("2")
     second = api.dataset_create_version(str(folder), "segment 2", quiet=True, dir_mode="zip")
     assert second.status == "Ok"
-    with pytest.raises(HTTPError) as busy:
-        api.dataset_create_version(str(folder), "too soon", quiet=True, dir_mode="zip")
-    assert busy.value.response.status_code == 403
-    _wait_version(client, "checkpoints", 2)
-    assert [v.number for v in emulator.dataset("alice/checkpoints").versions] == [1, 2]
+    # Once one version is READY, versions may be created while others still process.
+    third = api.dataset_create_version(str(folder), "right after", quiet=True, dir_mode="zip")
+    assert third.status == "Ok"
+    _wait_version(client, "checkpoints", 3)
+    assert [v.number for v in emulator.dataset("alice/checkpoints").versions] == [1, 2, 3]
 
     api.dataset_download_files("alice/checkpoints", path=str(tmp_path / "dl"), unzip=True)
     assert (tmp_path / "dl" / "step.txt").read_text() == "2"
@@ -122,7 +150,9 @@ def test_a_kernel_reads_a_mounted_dataset(
     script = (
         "import json, os\n"
         "root = os.environ['BATON_KAGGLE_ROOT']\n"
-        "state = json.load(open(os.path.join(root, 'input', 'resume-from', 'state.json')))\n"
+        # Newer images mount at input/datasets/<owner>/<slug> (the emulator's default layout).
+        "path = os.path.join(root, 'input', 'datasets', 'alice', 'resume-from', 'state.json')\n"
+        "state = json.load(open(path))\n"
         "open('next.txt', 'w').write(str(state['step'] + 1))\n"
     )
     response = calls.push(client, "alice/reader", script, datasets=["alice/resume-from"])

@@ -96,13 +96,13 @@ def test_failing_script_reports_error_and_keeps_output(client: KaggleClient) -> 
 
 
 def test_cancel_stops_a_running_session(emulator: Emulator, client: KaggleClient) -> None:
-    response = calls.push(client, "alice/sleeper", SLEEP_FOREVER)
+    calls.push(client, "alice/sleeper", SLEEP_FOREVER)
     calls.wait_for(client, "alice/sleeper", {S.RUNNING})
-    assert calls.cancel(client, calls.session_id(response)).error_message == ""
+    assert calls.cancel(client, emulator.latest_session_id("alice/sleeper")).error_message == ""
     final, _ = calls.wait_for(client, "alice/sleeper", TERMINAL)
     assert final.status == S.CANCEL_ACKNOWLEDGED
     assert calls.list_output(client, "alice/sleeper").files == []
-    again = calls.cancel(client, calls.session_id(response))
+    again = calls.cancel(client, emulator.latest_session_id("alice/sleeper"))
     assert "is not running" in again.error_message
 
 
@@ -130,12 +130,12 @@ def test_third_gpu_push_is_refused_like_kaggle(emulator: Emulator, client: Kaggl
 def test_gpu_overflow_can_queue_instead(tmp_path: Path) -> None:
     with start_emulator(tmp_path, **FAST, gpu_overflow="queue") as emulator:
         client = emulator.client()
-        first = calls.push(client, "alice/gpu-a", SLEEP_FOREVER, machine_shape="NvidiaTeslaT4")
+        calls.push(client, "alice/gpu-a", SLEEP_FOREVER, machine_shape="NvidiaTeslaT4")
         calls.push(client, "alice/gpu-b", SLEEP_FOREVER, machine_shape="NvidiaTeslaT4")
         calls.push(client, "alice/gpu-c", "print('third')\n", machine_shape="NvidiaTeslaT4")
         calls.wait_for(client, "alice/gpu-b", {S.RUNNING})
         assert calls.status(client, "alice/gpu-c").status == S.QUEUED
-        calls.cancel(client, calls.session_id(first))
+        calls.cancel(client, emulator.latest_session_id("alice/gpu-a"))
         final, _ = calls.wait_for(client, "alice/gpu-c", TERMINAL)
         assert final.status == S.COMPLETE
 

@@ -25,11 +25,13 @@ def test_gpu_time_is_charged_then_exhausts_then_refreshes(tmp_path: Path) -> Non
     with start_emulator(tmp_path, **options) as emulator:
         client = emulator.client()
         before = calls.quota(client)
-        assert before.gpu_quota.time_used == timedelta(0)
+        # proto3 omits zero durations: before a first session there is no timeUsed at all.
+        assert before.gpu_quota.time_used is None
+        assert before.gpu_quota.time_reserved is None
         assert before.gpu_quota.total_time_allowed == timedelta(seconds=10)
         first_refresh = before.quota_refresh_time
 
-        gpu = calls.push(client, "alice/gpu", SLEEP, machine_shape="NvidiaTeslaT4", timeout=60)
+        calls.push(client, "alice/gpu", SLEEP, machine_shape="NvidiaTeslaT4", timeout=60)
         calls.wait_for(client, "alice/gpu", {S.RUNNING})
         clock.advance(4)
         running = calls.quota(client).gpu_quota
@@ -43,11 +45,11 @@ def test_gpu_time_is_charged_then_exhausts_then_refreshes(tmp_path: Path) -> Non
         assert "refreshes at" in refused.error
         assert not calls.push(client, "alice/cpu", "print('cpu is free')\n").error
 
-        calls.cancel(client, calls.session_id(gpu))
+        calls.cancel(client, emulator.latest_session_id("alice/gpu"))
         calls.wait_for(client, "alice/gpu", calls.TERMINAL)
         clock.advance(30)  # the next quota week
         after = calls.quota(client)
-        assert after.gpu_quota.time_used == timedelta(0)
+        assert after.gpu_quota.time_used is None  # zero: omitted
         assert after.quota_refresh_time == first_refresh + timedelta(seconds=30)
         assert not calls.push(
             client, "alice/gpu-3", "print(1)\n", machine_shape="NvidiaTeslaT4"
@@ -62,4 +64,4 @@ def test_cpu_sessions_do_not_use_gpu_quota(tmp_path: Path) -> None:
         calls.push(client, "alice/cpu", SLEEP)
         calls.wait_for(client, "alice/cpu", {S.RUNNING})
         clock.advance(100)
-        assert calls.quota(client).gpu_quota.time_used == timedelta(0)
+        assert calls.quota(client).gpu_quota.time_used is None  # zero: omitted

@@ -46,8 +46,9 @@ from kagglesdk.kernels.types.kernels_api_service import ApiGetKernelSessionStatu
 
 url = os.environ["BATON_KAGGLE_API_URL"]
 key = UserSecretsClient().get_secret("BATON_KAGGLE_KEY")
-client = KaggleClient(env=KaggleEnv.TEST, username="alice", password=key)
-client.http_client()._endpoint = url
+# Baton's own override: kagglesdk would otherwise prefer the session's KAGGLE_API_V1_TOKEN.
+from orchestrator.backends.kaggle.client import authenticate_as
+client = authenticate_as(KaggleClient(env=KaggleEnv.TEST), "alice", key)
 request = ApiGetKernelSessionStatusRequest()
 request.user_name, request.kernel_slug = "alice", "chain"
 status = client.kernels.kernels_api_client.get_kernel_session_status(request).status
@@ -63,7 +64,7 @@ def _sha256(value: str) -> str:
 def _run(client: KaggleClient, ref: str, script: str) -> None:
     response = calls.push(client, ref, script)
     assert not response.error
-    final, _ = calls.wait_for(client, ref, TERMINAL)
+    final, _ = calls.wait_for(client, ref, TERMINAL, version=response.version_number)
     assert final.status == S.COMPLETE, final.failure_message
 
 
@@ -155,6 +156,9 @@ def test_a_session_calls_the_emulator_back_with_its_attached_key(
     session = emulator.sessions("alice/chain")[0]
     called = json.loads((session.root / "working" / "callback.json").read_text())
     assert called == {"url": emulator.url, "status": "RUNNING"}
+    # Called back as alice (her key), not as the session's own token.
+    assert [c.user for c in emulator.calls("GetKernelSessionStatus")][-1] == "alice"
+    assert emulator.callers == {"alice"}
 
 
 def test_only_the_owners_attached_secrets_are_granted() -> None:

@@ -7,29 +7,38 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from kagglesdk import KaggleClient, KaggleEnv
 
 from tests.emulator import calls
 from tests.emulator.conftest import FAST
-from tests.factories import require_services
 from tests.kaggle_emulator import start_emulator
 from tests.kaggle_emulator.options import REPO_ROOT
 
+# An unmodified client inside a session: kagglesdk's own environment switch and the session's
+# own token, exactly as a kernel on Kaggle would build it.
+_CALL_BACK = """
+from kagglesdk import KaggleClient
+from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
+client = KaggleClient(username="alice", password="alice-key")
+stats = client.kernels.kernels_api_client.get_accelerator_quota_statistics(
+    ApiGetAcceleratorQuotaStatisticsRequest()
+)
+print("allowed", stats.gpu_quota.total_time_allowed.total_seconds())
+"""
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) != 0
 
-
-def test_an_unmodified_test_env_client_reaches_port_7777(tmp_path: Path) -> None:
-    if not _port_free(7777):
-        if require_services():  # in CI nothing else may hold it: a skip would hide the test
-            pytest.fail("port 7777 is taken")
-        pytest.skip("port 7777 is taken")
-    with start_emulator(tmp_path, **FAST, port=7777):
-        client = KaggleClient(env=KaggleEnv.TEST, username="alice", password="alice-key")
-        assert calls.quota(client).gpu_quota.total_time_allowed.total_seconds() == 30 * 3600
+def test_a_session_reaches_the_emulator_on_its_ephemeral_port(tmp_path: Path) -> None:
+    with start_emulator(tmp_path, **FAST) as emulator:
+        assert emulator.port != 7777
+        client = emulator.client()
+        calls.push(client, "alice/call-back", _CALL_BACK)
+        final, _ = calls.wait_for(client, "alice/call-back", calls.TERMINAL)
+        assert final.status.name == "COMPLETE", final.failure_message
+        log = calls.list_output(client, "alice/call-back").log
+        assert "allowed 108000.0" in log
+        # The session's own token (KAGGLE_API_V1_TOKEN) won over the key it was given:
+        # kagglesdk's precedence, which Baton's kernels must override.
+        assert emulator.callers == {"alice", "kaggle-session-1"}
 
 
 def test_command_line_entry_point(tmp_path: Path) -> None:

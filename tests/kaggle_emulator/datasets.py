@@ -1,9 +1,11 @@
 """Datasets and their versions: created from uploaded blobs, processed after a delay, zipped.
 
-Kaggle's observable timing is kept: a brand-new version 404s for `not_found_seconds`, reads as
-processing until `processing_seconds` have passed, and a new version is refused with 403 while
-the previous one is still processing. Uploaded .zip/.tar archives are unpacked into a folder named
-after the archive when `unpack_archives` is set, the way Kaggle decompresses them.
+Kaggle's observable timing is kept: a brand-new version 404s for `not_found_seconds`, goes through
+DatabundleVersionStatus's processing stages for `processing_seconds`, then ends READY (or FAILED,
+DELETED, REPROCESSING where `Faults.dataset_outcomes` says so), and a new version is refused with
+403 only while the dataset's first version is still processing (kagglehub PR #182). Uploaded
+.zip/.tar archives are unpacked into a folder named after the archive when `unpack_archives`
+is set, the way Kaggle decompresses them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import shutil
 import tarfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +23,15 @@ from tests.kaggle_emulator.errors import ApiError, forbidden, not_found
 
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 MAX_FILES_PER_VERSION = 1000
+# kagglesdk's DatabundleVersionStatus, in the order a version goes through them.
+PROCESSING_STAGES = (
+    "NOT_YET_PERSISTED",
+    "BLOBS_RECEIVED",
+    "BLOBS_DECOMPRESSED",
+    "BLOBS_COPIED_TO_SDS",
+    "INDIVIDUAL_BLOBS_COMPRESSED",
+)
+OUTCOMES = ("READY", "FAILED", "DELETED", "REPROCESSING")
 
 
 @dataclass(frozen=True)
@@ -41,12 +53,19 @@ class DatasetVersion:
     def visible(self, now: float) -> bool:
         return now >= self.visible_at
 
+    # What processing ends in: READY, or FAILED / DELETED / REPROCESSING when a test says so.
+    outcome: str = "READY"
+
     def ready(self, now: float) -> bool:
-        return now >= self.ready_at
+        return self.outcome == "READY" and now >= self.ready_at
 
     def status(self, now: float) -> str:
-        """A DatabundleVersionStatus name."""
-        return "READY" if self.ready(now) else "BLOBS_RECEIVED"
+        """A DatabundleVersionStatus name: the processing stages in turn, then the outcome."""
+        if now >= self.ready_at:
+            return self.outcome
+        span = max(self.ready_at - self.created_at, 1e-9)
+        stage = int((now - self.created_at) / span * len(PROCESSING_STAGES))
+        return PROCESSING_STAGES[min(max(stage, 0), len(PROCESSING_STAGES) - 1)]
 
     def files(self) -> list[tuple[str, int]]:
         """(posix path relative to the version, size) for every file, sorted."""
@@ -88,7 +107,14 @@ class DatasetExistsError(Exception):
 class DatasetRegistry:
     """All datasets; the caller holds the emulator's lock."""
 
-    def __init__(self, root: Path, timing: DatasetTiming, unpack_archives: bool) -> None:
+    def __init__(
+        self,
+        root: Path,
+        timing: DatasetTiming,
+        unpack_archives: bool,
+        outcomes: Callable[[], str] = lambda: "READY",
+    ) -> None:
+        self._outcomes = outcomes
         self._root = root
         self._timing = timing
         self._unpack = unpack_archives
@@ -113,7 +139,10 @@ class DatasetRegistry:
         dataset = self.get(owner, slug, viewer, now)
         if dataset.owner != viewer:
             raise forbidden(f"Permission 'datasets.update' was denied for {dataset.ref}")
-        if not dataset.versions[-1].ready(now):
+        first = dataset.versions[0]
+        if now < first.ready_at and not any(version.ready(now) for version in dataset.versions):
+            # Only while the FIRST version processes (kagglehub PR #182); later versions may
+            # be created while others process.
             raise forbidden(
                 f"Dataset {dataset.ref} is still processing version "
                 f"{dataset.versions[-1].number}; wait until it is ready"
@@ -167,6 +196,7 @@ class DatasetRegistry:
             notes=notes,
             directory=directory,
             archive=archive,
+            outcome=self._outcomes(),
         )
         dataset.versions.append(version)
         return version

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kagglesdk import KaggleClient
 
+from tests.kaggle_emulator.calls import Call
 from tests.kaggle_emulator.client import emulator_client
 from tests.kaggle_emulator.datasets import Dataset
 from tests.kaggle_emulator.faults import Faults
@@ -31,10 +32,15 @@ class Emulator:
         self, root: Path, options: EmulatorOptions, runner: SessionRunner | None = None
     ) -> None:
         root.mkdir(parents=True, exist_ok=True)
+        session_tokens: dict[int, str] = {}
         self._runner = runner or SupervisedRunner(
-            options.python, options.repo_root, options.grace_seconds
+            options.python,
+            options.repo_root,
+            options.grace_seconds,
+            options.boot_seconds,
+            session_tokens,
         )
-        self.state = EmulatorState(root, options, self._runner)
+        self.state = EmulatorState(root, options, self._runner, session_tokens)
         self._server = EmulatorHTTPServer((options.host, options.port), self.state)
         self.port: int = self._server.server_address[1]
         self.url = f"http://localhost:{self.port}"
@@ -127,6 +133,23 @@ class Emulator:
     def dataset(self, ref: str) -> Dataset | None:
         with self.state.lock:
             return next((d for d in self.state.datasets.all() if d.ref == ref), None)
+
+    def calls(self, method: str | None = None, user: str | None = None) -> list[Call]:
+        """Every authenticated RPC so far (rate-limited ones included), oldest first."""
+        with self.state.lock:
+            found = list(self.state.calls.calls)
+        return [
+            c for c in found if (method is None or c.method == method) and (user in (None, c.user))
+        ]
+
+    @property
+    def callers(self) -> set[str]:
+        """Everyone who has called the API, by the account their credentials name."""
+        return {call.user for call in self.calls()}
+
+    def latest_session_id(self, kernel_ref: str) -> int:
+        """The id CancelKernelSession takes, which Kaggle never tells its client."""
+        return self.sessions(kernel_ref)[-1].id
 
     @property
     def internal_errors(self) -> list[str]:

@@ -20,6 +20,7 @@ class FaultKind(enum.StrEnum):
     DROP = "drop"  # the connection closes before any response, after hang_seconds
     LOST_RESPONSE = "lost_response"  # the call takes effect, then the connection closes
     STALE_MOUNT = "stale_mount"  # a kernel mounts the version before the one it named
+    DATASET_OUTCOME = "dataset_outcome"  # a dataset version ends other than READY
 
 
 @dataclass
@@ -42,6 +43,12 @@ class Faults:
     # The next this-many dataset mounts that name a version get the one before it instead, as
     # when Kaggle serves a kernel a stale copy of a freshly published dataset.
     stale_mounts: int = 0
+    # What the next dataset versions' processing ends in ("FAILED", "DELETED", ...), in turn;
+    # READY once this runs out.
+    dataset_outcomes: list[str] = field(default_factory=list)
+    # Output listings answer for the latest version whatever version they name, as the
+    # client's kernels_output does (kaggle-cli #1200).
+    ignore_output_labels: bool = False
     seed: int = 0
     injected: list[tuple[str, FaultKind]] = field(default_factory=list)
 
@@ -57,6 +64,14 @@ class Faults:
             self.stale_mounts -= 1
             self.injected.append(("mount", FaultKind.STALE_MOUNT))
             return True
+
+    def take_dataset_outcome(self) -> str:
+        with self._lock:
+            if not self.dataset_outcomes:
+                return "READY"
+            outcome = self.dataset_outcomes.pop(0)
+            self.injected.append(("dataset_version", FaultKind.DATASET_OUTCOME))
+            return outcome
 
     def reseed(self, seed: int) -> None:
         with self._lock:

@@ -12,6 +12,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from secrets import token_urlsafe
 
 from orchestrator.backends.sessions import SessionState
 from orchestrator.backends.supervisor import LOG_FILE, WORKING_DIR
@@ -33,7 +34,10 @@ from tests.kaggle_emulator.user_secrets import UserSecrets
 @dataclass(frozen=True)
 class KernelLimits:
     max_gpu_sessions: int
+    max_cpu_sessions: int
     gpu_overflow: str  # "reject" or "queue"
+    pinned_sources: bool
+    mount_layout: str  # "flat", "datasets" or "versioned"
     queue_seconds: float
     default_session_seconds: float
     max_session_seconds: dict[Accelerator, float]
@@ -110,7 +114,9 @@ class KernelRegistry:
         secrets: UserSecrets,
         limits: KernelLimits,
         faults: Faults,
+        session_tokens: dict[int, str] | None = None,
     ) -> None:
+        self._session_tokens = session_tokens
         self._root = root
         self._runner = runner
         self._datasets = datasets
@@ -182,6 +188,11 @@ class KernelRegistry:
 
     def _refusal(self, user: str, accelerator: Accelerator, now: float) -> str | None:
         if accelerator is Accelerator.NONE:
+            active_cpu = [s for s in self._active(user) if s.accelerator is Accelerator.NONE]
+            if len(active_cpu) >= self._limits.max_cpu_sessions:
+                return (
+                    f"Maximum batch CPU session count of {self._limits.max_cpu_sessions} reached."
+                )
             return None
         report = self.quota(user, accelerator, now)
         if quota.exhausted(report.used, report.allowance):
@@ -230,12 +241,19 @@ class KernelRegistry:
                 number = int(parts[3])
             else:
                 return None
+            if number is not None and not self._limits.pinned_sources:
+                return None
             if number is not None and number > 1 and self._faults.take_stale_mount():
                 number -= 1
             version = self._datasets.version(parts[0], parts[1], number, user, now)
         except (ValueError, ApiError):
             return None
-        return Mount(parts[1], version.directory)
+        layout = {
+            "flat": parts[1],
+            "datasets": f"datasets/{parts[0]}/{parts[1]}",
+            "versioned": f"datasets/{parts[0]}/{parts[1]}/versions/{version.number}",
+        }[self._limits.mount_layout]
+        return Mount(layout, version.directory)
 
     def _kernel_mount(self, source: str, user: str) -> Mount | None:
         kernel = self.kernels.get(source)
@@ -283,6 +301,8 @@ class KernelRegistry:
             ]
             if len(running) >= self._limits.max_gpu_sessions:
                 return
+        if self._session_tokens is not None:
+            self._session_tokens[session.id] = token_urlsafe(16)
         try:
             self._runner.start(session, self._secrets.for_kernel(session.kernel_ref))
         except OSError as error:

@@ -35,6 +35,25 @@ class EmulatorOptions:
     grace_seconds: float = 2.0  # SIGTERM at the limit, SIGKILL this much later
     output_page_size: int = 20  # ListKernelSessionOutput's page size when none is asked
     max_output_files: int = 500  # the output listing stops here, as Kaggle's did
+    max_cpu_sessions: int = 5  # "Maximum batch CPU session count of 5 reached."
+    # Seconds a container takes to boot before the script starts; Kaggle's timer runs meanwhile.
+    boot_seconds: float = 0.3
+    # Old emulator convention: SaveKernel's url carries the session id as scriptVersionId.
+    session_id_in_url: bool = False
+    # For this long after a push, status without a version label still answers for the
+    # version before (reads lag behind the latest version).
+    status_lag_seconds: float = 1.0
+    # Whether `owner/slug/N` dataset sources are accepted (False: reported invalid, unmounted).
+    pinned_sources: bool = True
+    # Where a dataset is mounted under /kaggle/input: "flat" (<slug>), "datasets"
+    # (datasets/<owner>/<slug>, newer images) or "versioned" (... /<slug>/versions/<N>).
+    mount_layout: str = "datasets"
+    # Kernel sessions carry their own API token (KAGGLE_API_V1_TOKEN), as on Kaggle.
+    session_tokens: bool = True
+    # Quota responses send zero durations (proto3 omits them; the old emulator did not).
+    send_zero_fields: bool = False
+    # Calls per user per minute before 429 with Retry-After; None: no limit.
+    rate_limit_per_minute: float | None = 1200.0
     python: str = sys.executable
     repo_root: Path = REPO_ROOT
 
@@ -51,5 +70,7 @@ class EmulatorOptions:
     dataset_files_page_size: int = 20
 
     def __post_init__(self) -> None:
+        if self.mount_layout not in ("flat", "datasets", "versioned"):
+            raise ValueError("mount_layout must be flat, datasets or versioned")
         if self.gpu_overflow not in ("reject", "queue"):
             raise ValueError(f"gpu_overflow must be 'reject' or 'queue', not {self.gpu_overflow!r}")

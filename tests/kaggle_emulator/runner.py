@@ -2,10 +2,11 @@
 
 The session directory is laid out like Kaggle's /kaggle: `input/<slug>/` for every mounted data
 source and `working/` as the cwd, where the script runs as `working/__script__.py`. The script
-finds that root in `BATON_KAGGLE_ROOT`, the emulator's URL in `BATON_KAGGLE_API_URL`, and imports
-`kaggle_secrets` and the project (`worker`, `trainers`) through `PYTHONPATH`, standing in for
-modules installed in Kaggle's image. The attached secrets' values go into a 0600 file in the
-session root, never into the environment, the plan or `working/`.
+finds that root in `BATON_KAGGLE_ROOT`; kagglesdk reaches the emulator at `BATON_KAGGLE_API_URL`
+through the image's sitecustomize. `kaggle_secrets` and the project (`worker`, `trainers`) come
+through `PYTHONPATH`, standing in for modules installed in Kaggle's image. The attached secrets'
+values go into a 0600 file in the session root, never into the environment, the plan or
+`working/`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,22 @@ from typing import Protocol
 
 from orchestrator.backends import sessions
 from orchestrator.backends.supervisor import PID_FILE, WORKING_DIR, SessionExit, SessionPlan
-from tests.kaggle_emulator.client import TEST_ENDPOINT
 from tests.kaggle_emulator.kernel_sessions import KernelSession
 from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
 
 SCRIPT_NAME = "__script__.py"
+# The container boots (Kaggle's timer already running), then starts the script as a child; the
+# booting process outlives SIGTERM so the supervisor waits for the script's own exit.
+_BOOT = (
+    "import signal, subprocess, sys, time\n"
+    "time.sleep(float(sys.argv[1]))\n"
+    "script = subprocess.Popen([sys.executable, sys.argv[2]])\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "sys.exit(script.wait())\n"
+)
+# Inside a Kaggle session kagglesdk finds the session's own API token through this variable
+# (kagglesdk.kaggle_env.get_access_token_from_env) and prefers it to any key it is given.
+SESSION_TOKEN_FILE = "kaggle-session-token"
 
 
 class SessionRunner(Protocol):
@@ -40,10 +52,20 @@ class SessionRunner(Protocol):
 class SupervisedRunner:
     """The real runner: `orchestrator.backends.sessions` with a hard time limit."""
 
-    def __init__(self, python: str, repo_root: Path, grace_seconds: float) -> None:
+    def __init__(
+        self,
+        python: str,
+        repo_root: Path,
+        grace_seconds: float,
+        boot_seconds: float = 0.0,
+        session_tokens: Mapping[int, str] | None = None,
+    ) -> None:
         self._python = python
         self._repo_root = repo_root
         self._grace = grace_seconds
+        self._boot = boot_seconds
+        # Session id -> the token a session's own KAGGLE_API_V1_TOKEN holds (shared, mutable).
+        self._session_tokens = session_tokens
 
     def start(self, session: KernelSession, secrets: Mapping[str, str]) -> None:
         """Lay out the session and start it; `secrets` are the values it may read."""
@@ -55,20 +77,29 @@ class SupervisedRunner:
         working = root / WORKING_DIR
         working.mkdir(exist_ok=True)
         (working / SCRIPT_NAME).write_text(session.script)
+        token_env: dict[str, str] = {}
+        if self._session_tokens is not None and session.id in self._session_tokens:
+            token_file = root / SESSION_TOKEN_FILE
+            token_file.write_text(self._session_tokens[session.id])
+            token_file.chmod(0o600)
+            token_env = {
+                "KAGGLE_API_V1_TOKEN": str(token_file),
+                "KAGGLE_DATA_PROXY_URL": session.api_url,
+            }
         plan = SessionPlan(
-            command=[self._python, SCRIPT_NAME],
+            command=[self._python, "-c", _BOOT, f"{self._boot:g}", SCRIPT_NAME],
             limit_seconds=session.limit_seconds,
             grace_seconds=self._grace,
             env={
                 "BATON_KAGGLE_ROOT": str(root),
                 "BATON_KAGGLE_API_URL": session.api_url,
-                # kagglesdk's own switch: KaggleEnv.TEST is http://localhost:7777, so a kernel's
-                # unmodified client calls an emulator listening there.
-                **({"KAGGLE_API_ENVIRONMENT": "TEST"} if session.api_url == TEST_ENDPOINT else {}),
+                # kagglesdk's own switch; the image's sitecustomize points TEST at api_url.
+                "KAGGLE_API_ENVIRONMENT": "TEST",
                 VALUES_FILE_ENV: str(values_file),
                 "PYTHONPATH": os.pathsep.join([str(IMAGE_DIR), str(self._repo_root)]),
                 "PYTHONUNBUFFERED": "1",
                 "KAGGLE_KERNEL_RUN_TYPE": "Batch",
+                **token_env,
             },
             cwd=WORKING_DIR,
         )

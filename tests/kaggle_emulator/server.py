@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from tests.kaggle_emulator import wire
 from tests.kaggle_emulator.auth import authenticate
+from tests.kaggle_emulator.calls import RateLimited
 from tests.kaggle_emulator.errors import ApiError
 from tests.kaggle_emulator.faults import FaultKind
 from tests.kaggle_emulator.routes import ROUTES
@@ -111,15 +112,18 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault is not FaultKind.LOST_RESPONSE:
             self._fail_before(fault, transfer=False)
             return
-        status, reply = self._call(handler, body)
+        status, reply = self._call(handler, method, body)
         if fault is FaultKind.LOST_RESPONSE:
             self._drop()
         elif isinstance(reply, Redirect):
             self._send(302, b"", "text/plain", {"Location": reply.url})
+        elif isinstance(reply, RateLimited):
+            headers = {"Retry-After": f"{reply.retry_after:g}"}
+            self._send(429, json.dumps(reply.body()).encode(), "application/json", headers)
         else:
             self._send_json(status, reply)
 
-    def _call(self, handler: Any, raw: bytes) -> tuple[int, Any]:
+    def _call(self, handler: Any, method: str, raw: bytes) -> tuple[int, Any]:
         state = self.state
         try:
             body = json.loads(raw or b"{}")
@@ -129,13 +133,17 @@ class _Handler(BaseHTTPRequestHandler):
                 user = authenticate(
                     self.headers.get("Authorization"),
                     state.options.users,
-                    state.options.api_tokens,
+                    state.tokens(),
                 )
                 now = state.clock.now()
+                label = body.get("versionLabel")
+                state.calls.admit(user, method, now, label if isinstance(label, str) else None)
                 state.kernels.reconcile(now)
                 return 200, handler(state, CallContext(user, self._base_url(), now), body)
         except json.JSONDecodeError:
             return 400, ApiError(400, "The request body is not JSON").body()
+        except RateLimited as limited:
+            return 429, limited
         except ApiError as error:
             return error.status, error.body()
         except Exception:  # a bug in the emulator: report it loudly, answer 500

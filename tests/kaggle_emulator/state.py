@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tests.kaggle_emulator.accelerators import Accelerator
 from tests.kaggle_emulator.blobs import BlobStore
+from tests.kaggle_emulator.calls import CallLog
 from tests.kaggle_emulator.datasets import DatasetRegistry, DatasetTiming
 from tests.kaggle_emulator.faults import Faults
 from tests.kaggle_emulator.kernels import KernelLimits, KernelRegistry
@@ -28,12 +29,21 @@ class CallContext:
 
 
 class EmulatorState:
-    def __init__(self, root: Path, options: EmulatorOptions, runner: SessionRunner) -> None:
+    def __init__(
+        self,
+        root: Path,
+        options: EmulatorOptions,
+        runner: SessionRunner,
+        session_tokens: dict[int, str] | None = None,
+    ) -> None:
+        # Each running session's own API token (KAGGLE_API_V1_TOKEN), by session id.
+        self.session_tokens = session_tokens if session_tokens is not None else {}
         self.root = root
         self.options = options
         self.clock = options.clock
         self.lock = threading.RLock()
         self.faults = Faults()
+        self.calls = CallLog(options.rate_limit_per_minute)
         self.internal_errors: list[str] = []  # tracebacks of emulator bugs; tests assert none
         # Download and upload URLs carry this instead of credentials, like signed URLs.
         self.url_secret = secrets.token_urlsafe(12)
@@ -42,6 +52,7 @@ class EmulatorState:
             root / "datasets",
             DatasetTiming(options.dataset_processing_seconds, options.dataset_not_found_seconds),
             options.unpack_archives,
+            self.faults.take_dataset_outcome,
         )
         self.secrets = UserSecrets()
         for user, values in options.user_secrets.items():
@@ -53,7 +64,10 @@ class EmulatorState:
         epoch = options.week_epoch if options.week_epoch is not None else self.clock.now()
         limits = KernelLimits(
             max_gpu_sessions=options.max_gpu_sessions,
+            max_cpu_sessions=options.max_cpu_sessions,
             gpu_overflow=options.gpu_overflow,
+            pinned_sources=options.pinned_sources,
+            mount_layout=options.mount_layout,
             queue_seconds=options.queue_seconds,
             default_session_seconds=options.default_session_seconds,
             max_session_seconds={
@@ -74,8 +88,15 @@ class EmulatorState:
             self.secrets,
             limits,
             self.faults,
+            self.session_tokens if options.session_tokens else None,
         )
         (root / "sessions").mkdir(parents=True, exist_ok=True)
+
+    def tokens(self) -> dict[str, str]:
+        """Bearer token -> who it authenticates: users' API tokens, and each session's own
+        token, which acts as `kaggle-session-<id>` (never as the kernel's owner)."""
+        session = {token: f"kaggle-session-{sid}" for sid, token in self.session_tokens.items()}
+        return {**self.options.api_tokens, **session}
 
     def reconcile(self) -> None:
         with self.lock:

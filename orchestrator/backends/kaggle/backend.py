@@ -7,8 +7,8 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
-from datetime import UTC
+from dataclasses import asdict, dataclass, fields, replace
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +18,14 @@ from orchestrator.backends.base import (
     Collected,
     LaunchRequest,
     Quota,
+    Rejected,
     SessionStatus,
     Slot,
     Transient,
 )
-from orchestrator.backends.kaggle.checkpoints import CheckpointDataset
+from orchestrator.backends.kaggle.checkpoints import CheckpointDataset, PublishedCheckpoint
 from orchestrator.backends.kaggle.client import KaggleAccount
+from orchestrator.backends.kaggle.findings import AccountFindings, RunningSince
 from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush, KernelStatus
 from orchestrator.backends.kaggle.packaging import code_archive, kernel_source
 from orchestrator.launch_id import LaunchId
@@ -31,8 +33,9 @@ from orchestrator.spec import Accelerator, KaggleSpec
 from worker.contract import CHECKPOINT_DIR, RESULT_FILE, ExpectedCheckpoint, SegmentResult
 from worker.manifest import CorruptCheckpoint, verify_checkpoint
 
-# A status still RUNNING this long after the session's own limit is stale (the API and UI have
-# shown finished sessions as running, kaggle-cli #473): collect what is there.
+# A status still RUNNING this long after the session's own limit (counted from the first RUNNING
+# Baton saw, never from the push: a GPU queue can hold a session for long) is stale (the API and
+# UI have shown finished sessions as running, kaggle-cli #473): collect what is there.
 STALE_AFTER_SECONDS = 900.0
 # A downloaded checkpoint that fails verification is fetched again this many times.
 DOWNLOAD_ATTEMPTS = 3
@@ -52,18 +55,26 @@ def segment_of(launch_id: str) -> int:
 
 @dataclass(frozen=True)
 class KaggleHandle:
+    """What Baton keeps of a launched segment: its kernel version, never a session id (Kaggle
+    exposes none)."""
+
     kernel: str
     segment_index: int
     version: int | None
-    session_id: int | None
-    stale_at: float  # epoch seconds after which RUNNING is not believed
+    job_id: str = ""
+    limit_seconds: float = 0.0  # the session's own limit; 0 when unknown (adopted pushes)
 
     def encode(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
     def decode(cls, handle: str) -> KaggleHandle:
-        return cls(**json.loads(handle))
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in json.loads(handle).items() if k in known})
+
+    @property
+    def key(self) -> str:
+        return f"{self.segment_index:05d}-v{self.version}"
 
 
 # Kaggle runs at most this many batch sessions at once per account.
@@ -94,6 +105,9 @@ class KaggleBackend:
         self.kernel = JobKernel(account, kernel_slug(job_id))
         self.dataset = CheckpointDataset(account, dataset_slug(job_id), workdir / "publish")
         self.account = account
+        self.running_since = RunningSince(workdir / "running-since.json")
+        # What `baton kaggle check` (or a refused push) learned about this account.
+        self.findings = AccountFindings(workdir.parent / "accounts" / f"{account.username}.json")
 
     # --- launching ----------------------------------------------------------------------
 
@@ -116,16 +130,25 @@ class KaggleBackend:
             published = self.dataset.ensure_published(spec.expect, request.resume_from)
             push = replace(
                 push,
-                dataset_sources=[f"{self.dataset.ref}/{published.version}", *push.dataset_sources],
+                dataset_sources=[self._checkpoint_source(published), *push.dataset_sources],
             )
             kernel_options["checkpoint_file"] = published.file_name
         code = code_archive(spec.trainer, self_chain=self.options.self_chain)
         source = kernel_source(request.launch_id, spec, kernel_options, code)
         pushed = self.kernel.push(source, push)
-        stale_at = self.clock() + spec.limit_seconds + STALE_AFTER_SECONDS
         handle = KaggleHandle(
-            self.kernel.ref, spec.segment_index, pushed.version, pushed.session_id, stale_at
+            self.kernel.ref, spec.segment_index, pushed.version, spec.job_id, spec.limit_seconds
         )
+        refused = [s for s in pushed.invalid_sources if s.startswith(f"{self.dataset.ref}/")]
+        if refused:
+            # The session runs without its checkpoint, and its worker rejects it at once. Later
+            # pushes name the dataset unpinned; the manifest check guards against staleness.
+            self.findings.update(pinned_sources=False)
+        elif pushed.invalid_sources:
+            raise Rejected(
+                f"Kaggle could not mount {', '.join(pushed.invalid_sources)}; the session "
+                f"started without them and may run on: stop it at {self.kernel.url}"
+            )
         return handle.encode()
 
     def _kernel_options(self, push: KernelPush) -> dict[str, Any]:
@@ -143,6 +166,12 @@ class KaggleBackend:
             }
         return options
 
+    def _checkpoint_source(self, published: PublishedCheckpoint) -> str:
+        """The checkpoint version pinned (`owner/slug/N`), or unpinned where Kaggle refused pins."""
+        if self.findings.load().pinned_sources is False:
+            return self.dataset.ref
+        return f"{self.dataset.ref}/{published.version}"
+
     def find(self, launch_id: str) -> str | None:
         current = self.kernel.current_launch()
         if current is None:
@@ -153,22 +182,23 @@ class KaggleBackend:
         if current_id.rsplit("-", 1)[0] != launch_id.rsplit("-", 1)[0] or current_index < index:
             return None
         # Pushed: by a lost-response push, or by a self-chaining predecessor, in which case the
-        # chain may have moved on already (one version per segment). No session id, so no
-        # cancel, and no start time, so the stale bound assumes the longest session allowed.
+        # chain may have moved on already (one version per segment).
         version = current_version - (current_index - index) if current_version else None
-        stale_at = self.clock() + self.options.max_session_seconds + STALE_AFTER_SECONDS
-        return KaggleHandle(self.kernel.ref, index, version, None, stale_at).encode()
+        job_id = launch_id.rsplit("-", 1)[0]
+        return KaggleHandle(self.kernel.ref, index, version, job_id).encode()
 
     # --- watching -------------------------------------------------------------------------
 
     def status(self, handle: str) -> SessionStatus:
-        if self.options.self_chain and self._superseded(KaggleHandle.decode(handle)):
-            return SessionStatus.FINISHED
-        status, _ = self.kernel.status()
+        """One GetKernelSessionStatus call, for the handle's own version."""
+        decoded = KaggleHandle.decode(handle)
+        status, _ = self.kernel.status(decoded.version)
         if status is KernelStatus.QUEUED:
             return SessionStatus.QUEUED
         if status is KernelStatus.RUNNING:
-            stale = self.clock() > KaggleHandle.decode(handle).stale_at
+            since = self.running_since.first_seen(decoded.key, self.clock())
+            limit = decoded.limit_seconds or self.options.max_session_seconds
+            stale = self.clock() > since + limit + STALE_AFTER_SECONDS
             return SessionStatus.FINISHED if stale else SessionStatus.RUNNING
         return SessionStatus.FINISHED
 
@@ -178,15 +208,20 @@ class KaggleBackend:
         return current is not None and segment_of(current[0]) > handle.segment_index
 
     def collect(self, handle: str, store: Path) -> Collected:
+        decoded = KaggleHandle.decode(handle)
         staging = self.workdir / "output" / store.name
         if not store.exists():
-            problem = self._fetch(KaggleHandle.decode(handle), staging)
+            problem = self._fetch(decoded, staging)
             if problem is not None:
                 return Collected(None, None, None, None, problem)
         try:
             result = SegmentResult.read(staging / RESULT_FILE)
         except (OSError, ValueError, TypeError) as exc:
             return Collected(None, None, None, None, f"no usable {RESULT_FILE}: {exc}")
+        mismatch = _foreign_result(result, decoded)
+        if mismatch is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+            return Collected(None, None, None, None, mismatch)
         if not result.committed:
             return Collected(result, None, None, None, result.error or result.outcome)
         expect = ExpectedCheckpoint(result.job_id, result.segment_index, result.end_step)
@@ -211,13 +246,13 @@ class KaggleBackend:
                 return None
             if self._superseded(handle):
                 return "the segment's output was replaced by a later version and not published"
-        return self._download(staging)
+        return self._download(staging, handle.version)
 
-    def _download(self, staging: Path) -> str | None:
-        """Fetch the kernel's output into `staging`; a reason when there is none to use."""
-        status, message = self.kernel.status()
+    def _download(self, staging: Path, version: int | None) -> str | None:
+        """Fetch one version's output into `staging`; a reason when there is none to use."""
+        status, message = self.kernel.status(version)
         shutil.rmtree(staging, ignore_errors=True)
-        self.kernel.download_output(staging)
+        self.kernel.download_output(staging, version)
         if (staging / RESULT_FILE).exists():
             return None
         if status is KernelStatus.CANCELLED:
@@ -249,9 +284,9 @@ class KaggleBackend:
         return Slot(f"kaggle:{self.account.username}:cpu", CPU_SESSIONS_PER_ACCOUNT)
 
     def cancel(self, handle: str) -> bool:
-        session_id = KaggleHandle.decode(handle).session_id
-        self.kernel.cancel(session_id)
-        return session_id is not None
+        """Kaggle's API cannot stop a batch session: its id is never exposed (kaggle-cli #1169,
+        #1170, #1174). The session runs on until it ends or its owner stops it on kaggle.com."""
+        return False
 
     def request_stop(self, handle: str) -> None:
         """Kaggle has no way into a running kernel: a pause takes effect when the segment ends."""
@@ -281,13 +316,31 @@ class KaggleBackend:
         quota = stats.tpu_quota if self.options.accelerator is Accelerator.TPU else stats.gpu_quota
         if quota is None:
             return None
+        # proto3 omits zero durations: a user who never ran a GPU session has no timeUsed.
         left = (
-            quota.total_time_allowed.total_seconds()
-            - quota.time_used.total_seconds()
-            - quota.time_reserved.total_seconds()
+            _seconds(quota.total_time_allowed)
+            - _seconds(quota.time_used)
+            - _seconds(quota.time_reserved)
             - self.options.quota_reserve_seconds
         )
         refresh = stats.quota_refresh_time
         if refresh is not None and refresh.tzinfo is None:
             refresh = refresh.replace(tzinfo=UTC)
         return Quota(seconds_left=max(0.0, left), refresh_at=refresh)
+
+
+def _seconds(duration: timedelta | None) -> float:
+    return duration.total_seconds() if duration is not None else 0.0
+
+
+def _foreign_result(result: SegmentResult, handle: KaggleHandle) -> str | None:
+    """Why this result.json is not the handle's segment's (another version's output), if not."""
+    if handle.job_id and (result.job_id, result.segment_index) != (
+        handle.job_id,
+        handle.segment_index,
+    ):
+        return (
+            f"{RESULT_FILE} belongs to job {result.job_id} segment {result.segment_index}, "
+            f"not to segment {handle.segment_index}: Kaggle served another version's output"
+        )
+    return None

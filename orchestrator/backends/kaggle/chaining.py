@@ -34,7 +34,10 @@ from worker.contract import (
 SECRET_LABEL = "BATON_KAGGLE_KEY"
 # Estimates learned here are padded like the orchestrator pads its own (planner.py).
 PADDING = 1.25
-_RETRY_SECONDS = 0.5
+# Publishing retries are spaced (Kaggle rate-limits): from the first delay, doubling to the cap,
+# or as long as a 429's Retry-After asks.
+_RETRY_SECONDS = 2.0
+_RETRY_CAP_SECONDS = 30.0
 
 log = logging.getLogger("worker.kaggle.chain")
 
@@ -76,12 +79,15 @@ def successor_spec(
 def _publish(
     dataset: CheckpointDataset, expect: ExpectedCheckpoint, working: Path, give_up_at: float
 ) -> PublishedCheckpoint | None:
+    delay = _RETRY_SECONDS
     while time.time() < give_up_at:
         try:
             return dataset.ensure_published(expect, working / CHECKPOINT_DIR, working / RESULT_FILE)
         except Transient as exc:
             log.info("publishing: %s", exc)
-            time.sleep(_RETRY_SECONDS)
+            wait = max(delay, exc.retry_after or 0.0)
+            time.sleep(max(0.0, min(wait, give_up_at - time.time())))
+            delay = min(delay * 2, _RETRY_CAP_SECONDS)
     log.warning("the checkpoint was not ready to mount in time; the orchestrator chains")
     return None
 

@@ -10,6 +10,7 @@ truncated upload is never mistaken for the checkpoint.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tarfile
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 from kagglesdk import KaggleClient
 from kagglesdk.datasets.types.dataset_api_service import (
     ApiDataset,
+    ApiDatasetVersion,
     ApiGetDatasetRequest,
     ApiListDatasetFilesRequest,
     ApiListDatasetFilesResponse,
@@ -32,8 +34,20 @@ from worker.manifest import CorruptCheckpoint, sha256_file, verify_checkpoint
 
 # How long an uploaded version may take to show up before it is presumed lost and uploaded again.
 VISIBLE_WITHIN_SECONDS = 600.0
-_NOT_READY = {"BLOBS_RECEIVED", "PENDING", "PROCESSING", "QUEUED", "UPLOADING"}
+# Kaggle's DatabundleVersionStatus: only READY is mountable; FAILED and DELETED never will be;
+# everything else (NOT_YET_PERSISTED, BLOBS_RECEIVED, ..., REPROCESSING) is still on its way.
+READY = "READY"
+_LOST = {"FAILED", "DELETED"}
+# A checkpoint whose versions Kaggle fails to process is uploaded at most this many times.
+MAX_UPLOADS = 3
 _FILES_PAGE = 200
+_TRANSIENT_ERROR = re.compile(r"already exists|try again|rate limit|processing", re.IGNORECASE)
+
+
+def version_notes(archive: str) -> str:
+    """The notes Baton writes on the version carrying `archive`: found again by them while
+    Kaggle processes it (its files cannot be listed until it is READY)."""
+    return f"baton {archive}"
 
 
 def result_name(segment_index: int) -> str:
@@ -78,7 +92,14 @@ class PublishedCheckpoint:
 
 
 class CheckpointDataset:
-    def __init__(self, account: KaggleAccount, slug: str, staging: Path) -> None:
+    def __init__(
+        self,
+        account: KaggleAccount,
+        slug: str,
+        staging: Path,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._clock = clock
         self.account = account
         self.owner = account.username
         self.slug = slug
@@ -106,12 +127,32 @@ class CheckpointDataset:
                 self._clear_staging(keep=name)
                 return found
         marker = archive.with_name(archive.name + ".uploaded")
-        if marker.exists() and time.time() - marker.stat().st_mtime < VISIBLE_WITHIN_SECONDS:
-            # A new version stays invisible for a while: wait for it instead of uploading twice.
+        uploads, uploaded_at, created = _read_marker(marker)
+        recent = uploads and self._clock() - uploaded_at < VISIBLE_WITHIN_SECONDS
+        if recent and not self._failed(dataset, name, created):
+            # A new version stays invisible for a while: wait instead of uploading twice.
             raise Transient(f"{name} was uploaded to {self.ref}; not visible yet")
-        self._upload(archive, expect, result, exists=dataset is not None)
-        marker.touch()
+        if uploads >= MAX_UPLOADS:
+            raise Rejected(
+                f"Kaggle failed to process {name} in {self.ref} {uploads} times; giving up"
+            )
+        first_processing = dataset is not None and not any(
+            (v.status or "").upper() == READY for v in dataset.versions or []
+        )
+        self._upload(archive, expect, result, exists=dataset is not None, busy=first_processing)
+        state = {"uploads": uploads + 1, "at": self._clock(), "created": dataset is None}
+        marker.write_text(json.dumps(state))
         raise Transient(f"published {name} to {self.ref}; waiting for processing")
+
+    def _failed(self, dataset: ApiDataset | None, name: str, created: bool) -> bool:
+        """Whether the newest version carrying `name` ended FAILED or DELETED. A dataset's first
+        version has no notes of Baton's: it is ours when Baton created the dataset with it."""
+        for version in _newest_first(dataset):
+            if version.version_notes == version_notes(name) or (
+                created and version.version_number == 1
+            ):
+                return (version.status or "").upper() in _LOST
+        return False
 
     def _clear_staging(self, keep: str) -> None:
         """Published: the local archives of this and older checkpoints are no longer needed."""
@@ -147,14 +188,20 @@ class CheckpointDataset:
     def _find(
         self, dataset: ApiDataset, name: str, layouts: list[dict[str, int]]
     ) -> PublishedCheckpoint | None:
-        versions = sorted(dataset.versions or [], key=lambda v: v.version_number, reverse=True)
-        for version in versions:
+        """The READY version holding the checkpoint; Transient while one is on its way."""
+        for version in _newest_first(dataset):
+            status = (version.status or "").upper()
+            if version.version_notes == version_notes(name):
+                if status == READY:
+                    return PublishedCheckpoint(version.version_number, name)
+                if status in _LOST:
+                    return None  # uploaded again, a bounded number of times
+                raise Transient(f"{self.ref} v{version.version_number} is {status or 'processing'}")
+            if status != READY:
+                continue  # its files cannot be listed yet, and it may be someone else's
             files = self._files(version.version_number)
-            if not any(layout.items() <= files.items() for layout in layouts):
-                continue
-            if (version.status or "").upper() in _NOT_READY:
-                raise Transient(f"{self.ref} v{version.version_number} is processing")
-            return PublishedCheckpoint(version.version_number, name)
+            if any(layout.items() <= files.items() for layout in layouts):
+                return PublishedCheckpoint(version.version_number, name)
         return None
 
     def _files(self, version: int) -> dict[str, int]:
@@ -175,7 +222,13 @@ class CheckpointDataset:
                 return files
 
     def _upload(
-        self, archive: Path, expect: ExpectedCheckpoint, result: Path | None, *, exists: bool
+        self,
+        archive: Path,
+        expect: ExpectedCheckpoint,
+        result: Path | None,
+        *,
+        exists: bool,
+        busy: bool,
     ) -> None:
         folder = self.staging / f"upload-{archive.stem}"
         shutil.rmtree(folder, ignore_errors=True)
@@ -189,12 +242,12 @@ class CheckpointDataset:
             "licenses": [{"name": "CC0-1.0"}],
         }
         (folder / "dataset-metadata.json").write_text(json.dumps(metadata))
-        notes = f"baton job={expect.job_id} segment={expect.segment_index} step={expect.step}"
+        notes = version_notes(archive.name)
         if exists:
             response = self.account.transfer(
                 "CreateDatasetVersion",
                 lambda api: api.dataset_create_version(str(folder), notes, quiet=True),
-                busy_403=True,
+                busy_403=busy,
             )
         else:
             response = self.account.transfer(
@@ -203,8 +256,10 @@ class CheckpointDataset:
             )
         error = getattr(response, "error", None)
         if error:
-            # "already exists" during a brand-new dataset's 404 window, or a version in flight.
-            raise Transient(f"publishing to {self.ref}: {error}")
+            if _TRANSIENT_ERROR.search(error):
+                # "already exists" during a brand-new dataset's 404 window, or Kaggle busy.
+                raise Transient(f"publishing to {self.ref}: {error}")
+            raise Rejected(f"Kaggle refused to publish to {self.ref}: {error}")
 
     def find_segment(self, segment_index: int) -> int | None:
         """The ready version a self-chaining segment published its checkpoint and result in."""
@@ -212,12 +267,17 @@ class CheckpointDataset:
         if dataset is None:
             return None
         prefix, result = archive_prefix(segment_index), result_name(segment_index)
-        versions = sorted(dataset.versions or [], key=lambda v: v.version_number, reverse=True)
-        for version in versions:
+        for version in _newest_first(dataset):
+            status = (version.status or "").upper()
+            notes = version.version_notes or ""
+            if notes.startswith(version_notes(prefix)) and status != READY:
+                if status in _LOST:
+                    continue
+                raise Transient(f"{self.ref} v{version.version_number} is {status or 'processing'}")
+            if status != READY:
+                continue
             files = self._files(version.version_number)
             if result in files and any(name.startswith(prefix) for name in files):
-                if (version.status or "").upper() in _NOT_READY:
-                    raise Transient(f"{self.ref} v{version.version_number} processing")
                 return int(version.version_number)
         return None
 
@@ -243,6 +303,21 @@ class CheckpointDataset:
         for entry in raw.rglob(result_name(segment_index)):
             shutil.copyfile(entry, target / RESULT_FILE)
         shutil.rmtree(raw, ignore_errors=True)
+
+
+def _read_marker(marker: Path) -> tuple[int, float, bool]:
+    """How many times the archive was uploaded, when last, and whether the last upload created
+    the dataset (0, 0.0 and False if never)."""
+    try:
+        value = json.loads(marker.read_text())
+        return int(value["uploads"]), float(value["at"]), bool(value.get("created"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0, 0.0, False
+
+
+def _newest_first(dataset: ApiDataset | None) -> list[ApiDatasetVersion]:
+    versions = dataset.versions or [] if dataset is not None else []
+    return sorted(versions, key=lambda v: v.version_number, reverse=True)
 
 
 def _list_files(

@@ -1,21 +1,30 @@
-"""A job's kernel on Kaggle: push a version per segment, read its status, fetch its output.
+"""A job's kernel on Kaggle: push a version per segment, read a version's status and output.
 
 One kernel per job (`baton-<job id>`); every segment pushes a new version of it. Each push starts
-a session and burns quota, so callers record the launch intent first, and `find_launch` reads the
-current version's source for the launch id before anything is pushed again.
+a session and burns quota, so callers record the launch intent first, and `current_launch` reads
+the current version's source for the launch id before anything is pushed again.
+
+Reads name their version (`version_label="v<N>"`): without one Kaggle answers for the latest
+version (kaggle-cli #1200), and a bare number is a 404 (#1201). SaveKernel's response carries no
+session id (its URL is https://www.kaggle.com/code/<owner>/<slug>, kaggle-cli #1170/#1174), so
+Baton cannot cancel a session through the API.
 """
 
 from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+import requests
+from kagglesdk import KaggleClient
 from kagglesdk.kernels.types.kernels_api_service import (
-    ApiCancelKernelSessionRequest,
     ApiGetKernelRequest,
     ApiGetKernelSessionStatusRequest,
+    ApiListKernelSessionOutputRequest,
+    ApiListKernelSessionOutputResponse,
     ApiSaveKernelRequest,
 )
 
@@ -24,8 +33,8 @@ from orchestrator.backends.kaggle.client import KaggleAccount, KaggleNotFound
 from orchestrator.backends.kaggle.packaging import launch_id_of
 
 # Refusals that clear up by themselves: try again on a later tick, don't count a failure.
-_BUSY = re.compile(r"maximum batch gpu session|quota|rate limit|try again", re.IGNORECASE)
-_SESSION_ID = re.compile(r"scriptVersionId=(\d+)")
+_BUSY = re.compile(r"maximum batch (gpu|cpu|tpu) session|quota|rate limit|try again", re.IGNORECASE)
+_OUTPUT_PAGE = 100
 
 
 class KernelStatus(enum.StrEnum):
@@ -47,6 +56,10 @@ _STATUS = {
 }
 
 
+def version_label(version: int | None) -> str | None:
+    return None if version is None else f"v{version}"
+
+
 @dataclass(frozen=True)
 class KernelPush:
     """Everything one push sends, apart from the source."""
@@ -64,7 +77,8 @@ class KernelPush:
 @dataclass(frozen=True)
 class PushedVersion:
     version: int | None
-    session_id: int | None
+    # Sources Kaggle could not mount: the session runs without them (and cannot be stopped).
+    invalid_sources: tuple[str, ...] = ()
 
 
 class JobKernel:
@@ -76,6 +90,11 @@ class JobKernel:
     @property
     def ref(self) -> str:
         return f"{self.owner}/{self.slug}"
+
+    @property
+    def url(self) -> str:
+        """Where its owner sees the kernel, and stops a running session, on kaggle.com."""
+        return f"https://www.kaggle.com/code/{self.ref}"
 
     def push(self, source: str, push: KernelPush) -> PushedVersion:
         request = ApiSaveKernelRequest()
@@ -101,21 +120,18 @@ class JobKernel:
             if _BUSY.search(response.error):
                 raise Transient(f"Kaggle deferred the push: {response.error}")
             raise Rejected(f"Kaggle refused the push: {response.error}")
-        match = _SESSION_ID.search(response.url or "")
-        pushed = PushedVersion(response.version_number, int(match[1]) if match else None)
-        invalid = [
+        invalid = (
             *(response.invalid_dataset_sources or []),
             *(response.invalid_kernel_sources or []),
             *(response.invalid_model_sources or []),
-        ]
-        if invalid:
-            # The session already runs without them: stop it rather than train on nothing.
-            self.cancel(pushed.session_id)
-            raise Rejected(f"Kaggle could not mount {', '.join(invalid)}")
-        return pushed
+        )
+        return PushedVersion(response.version_number or None, tuple(invalid))
 
     def current_launch(self) -> tuple[str, int | None] | None:
-        """The launch id in the current version's source, and that version's number."""
+        """The launch id in the current version's source, and that version's number.
+
+        GetKernel returns the whole script (about 1 MB with Baton's code): never call it per tick.
+        """
         request = ApiGetKernelRequest()
         request.user_name, request.kernel_slug = self.owner, self.slug
         try:
@@ -128,12 +144,13 @@ class JobKernel:
         if launch_id is None:
             return None
         version = kernel.metadata.current_version_number if kernel.metadata else None
-        return launch_id, version
+        return launch_id, version or None
 
-    def status(self) -> tuple[KernelStatus, str]:
-        """The latest version's status and failure message."""
+    def status(self, version: int | None) -> tuple[KernelStatus, str]:
+        """A version's status and failure message (the latest version's when None)."""
         request = ApiGetKernelSessionStatusRequest()
         request.user_name, request.kernel_slug = self.owner, self.slug
+        request.version_label = version_label(version)
         response = self.account.call(
             "GetKernelSessionStatus",
             lambda c: c.kernels.kernels_api_client.get_kernel_session_status(request),
@@ -141,20 +158,44 @@ class JobKernel:
         name = getattr(response.status, "name", str(response.status))
         return _STATUS.get(name, KernelStatus.RUNNING), response.failure_message or ""
 
-    def download_output(self, target: Path) -> None:
-        """Every output file of the latest version (the client follows every page)."""
+    def download_output(self, target: Path, version: int | None) -> None:
+        """Every output file of one version, and its log as `<slug>.log`, into `target`."""
         target.mkdir(parents=True, exist_ok=True)
-        self.account.transfer(
-            "kernels_output",
-            lambda api: api.kernels_output(self.ref, str(target), force=True, quiet=True),
-        )
+        token = ""
+        while True:
+            request = ApiListKernelSessionOutputRequest()
+            request.user_name, request.kernel_slug = self.owner, self.slug
+            request.version_label = version_label(version)
+            request.page_size, request.page_token = _OUTPUT_PAGE, token or None
+            page = self.account.call("ListKernelSessionOutput", _list_output(request))
+            for item in page.files or []:
+                self._fetch_file(item.url, target, item.file_name)
+            if page.log and not token:
+                (target / f"{self.slug}.log").write_text(page.log)
+            token = page.next_page_token or ""
+            if not token:
+                return
 
-    def cancel(self, session_id: int | None) -> None:
-        if session_id is None:
-            return
-        request = ApiCancelKernelSessionRequest()
-        request.kernel_session_id = session_id
-        self.account.call(
-            "CancelKernelSession",
-            lambda c: c.kernels.kernels_api_client.cancel_kernel_session(request),
-        )
+    def _fetch_file(self, url: str, target: Path, name: str) -> None:
+        relative = PurePosixPath(name)
+        if relative.is_absolute() or ".." in relative.parts:
+            raise Rejected(f"the kernel output names an unsafe path {name!r}")
+        path = target.joinpath(*relative.parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+        def fetch() -> None:
+            # Signed URLs: no credentials. Unlike KaggleApi.kernels_output, an error page is an
+            # error here, never written as the file.
+            with requests.get(url, stream=True, timeout=60) as response:
+                response.raise_for_status()
+                with path.open("wb") as out:
+                    for chunk in response.iter_content(1 << 20):
+                        out.write(chunk)
+
+        self.account.fetch(f"output file {name}", fetch)
+
+
+def _list_output(
+    request: ApiListKernelSessionOutputRequest,
+) -> Callable[[KaggleClient], ApiListKernelSessionOutputResponse]:
+    return lambda client: client.kernels.kernels_api_client.list_kernel_session_output(request)

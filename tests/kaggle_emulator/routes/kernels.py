@@ -45,10 +45,15 @@ def save_kernel(state: EmulatorState, ctx: CallContext, body: Body) -> Reply:
     if result.error or result.kernel is None or result.session is None:
         return {"error": result.error or "The kernel could not be saved"}
     kernel, session = result.kernel, result.session
+    # Kaggle's URL names the kernel only: the session id CancelKernelSession takes is never
+    # exposed (kaggle-cli #1169, #1170, #1174). `session_id_in_url` is the emulator's old
+    # convention, kept for the tests that name it.
+    url = f"https://www.kaggle.com/code/{kernel.ref}"
+    if state.options.session_id_in_url:
+        url = f"{ctx.base_url}/code/{kernel.ref}?scriptVersionId={session.id}"
     reply: dict[str, Any] = {
         "ref": kernel.ref,
-        # The emulator's convention: scriptVersionId is the id CancelKernelSession takes.
-        "url": f"{ctx.base_url}/code/{kernel.ref}?scriptVersionId={session.id}",
+        "url": url,
         "versionNumber": session.version,
         "kernelId": kernel.id,
     }
@@ -63,17 +68,34 @@ def save_kernel(state: EmulatorState, ctx: CallContext, body: Body) -> Reply:
     return reply
 
 
+def _labelled(kernel: Kernel, body: Body) -> KernelSession:
+    """The session of `versionLabel` ("v<N>"; a bare number is a 404, kaggle-cli #1201), or the
+    latest one when no label is given (kaggle-cli #1200)."""
+    label = fields.text(body, "versionLabel")
+    if not label:
+        if kernel.latest is None:
+            raise not_found(f"Kernel session of {kernel.ref}")
+        return kernel.latest
+    number = label[1:] if label.startswith("v") else ""
+    found = [s for s in kernel.sessions if number.isdigit() and s.version == int(number)]
+    if not found:
+        raise not_found(f"Version {label} of kernel {kernel.ref}")
+    return found[0]
+
+
 def _latest_session(state: EmulatorState, ctx: CallContext, body: Body) -> KernelSession:
     owner = fields.required_text(body, "userName")
     slug = fields.required_text(body, "kernelSlug")
-    kernel = state.kernels.get(owner, slug, ctx.user)
-    if kernel.latest is None:
-        raise not_found(f"Kernel session of {kernel.ref}")
-    return kernel.latest
+    return _labelled(state.kernels.get(owner, slug, ctx.user), body)
 
 
 def get_kernel_session_status(state: EmulatorState, ctx: CallContext, body: Body) -> Reply:
     session = _latest_session(state, ctx, body)
+    kernel = state.kernels.kernels[session.kernel_ref]
+    lag = state.options.status_lag_seconds
+    lagging = ctx.now < session.queued_at + lag and len(kernel.sessions) > 1
+    if lagging and not fields.text(body, "versionLabel"):
+        session = kernel.sessions[-2]  # "latest" still means the version before
     status, failure = session.status, session.failure_message
     if session.kernel_ref in state.faults.stuck_running and status is not WorkerStatus.QUEUED:
         status, failure = WorkerStatus.RUNNING, None
@@ -85,6 +107,8 @@ def get_kernel_session_status(state: EmulatorState, ctx: CallContext, body: Body
 
 def list_kernel_session_output(state: EmulatorState, ctx: CallContext, body: Body) -> Reply:
     session = _latest_session(state, ctx, body)
+    if state.faults.ignore_output_labels:
+        session = state.kernels.kernels[session.kernel_ref].sessions[-1]
     files = state.kernels.output_files(session)[: state.options.max_output_files]
     token = fields.text(body, "pageToken")
     items, next_token = page(
@@ -162,10 +186,13 @@ def _metadata(kernel: Kernel) -> dict[str, Any]:
 def get_kernel(state: EmulatorState, ctx: CallContext, body: Body) -> Reply:
     owner = fields.required_text(body, "userName")
     kernel = state.kernels.get(owner, fields.required_text(body, "kernelSlug"), ctx.user)
+    source = kernel.request.text
+    if fields.text(body, "versionLabel"):
+        source = _labelled(kernel, body).script
     return {
         "metadata": _metadata(kernel),
         "blob": {
-            "source": kernel.request.text,
+            "source": source,
             "language": kernel.request.language or "python",
             "kernelType": kernel.request.kernel_type or "script",
             "slug": kernel.slug,

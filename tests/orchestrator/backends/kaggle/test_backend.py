@@ -1,0 +1,151 @@
+"""The Kaggle backend against the emulator: status by version, the stale clock, foreign results,
+quota with omitted fields, the CPU cap."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.backends.base import SessionStatus, Transient
+from orchestrator.backends.kaggle.backend import KaggleBackend, KaggleHandle, kernel_slug
+from orchestrator.backends.kaggle.client import KaggleAccount
+from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush
+from orchestrator.spec import KaggleSpec
+from tests.factories import kaggle_spec
+from tests.kaggle_emulator import Emulator, ManualClock, start_emulator
+from tests.kaggle_emulator.kernel_sessions import WorkerStatus
+from tests.orchestrator.backends.kaggle.conftest import FAST, account_on
+
+CPU_PUSH = KernelPush(None, 60, False, True, [], [], [], None)
+SLEEP = "import time\ntime.sleep(60)\n"
+JOB = "j1"
+
+
+def _backend(
+    account: KaggleAccount, tmp_path: Path, clock: ManualClock | None = None, **kaggle: object
+) -> KaggleBackend:
+    options = KaggleSpec.model_validate(kaggle_spec(dict(kaggle))["kaggle"])
+    workdir = tmp_path / "kaggle" / JOB
+    if clock is None:
+        return KaggleBackend(account, JOB, options, workdir)
+    return KaggleBackend(account, JOB, options, workdir, clock=clock.now)
+
+
+def _result_script(segment_index: int) -> str:
+    result = {
+        "job_id": JOB,
+        "segment_index": segment_index,
+        "outcome": "failed",
+        "start_step": 0,
+        "end_step": 0,
+        "limit_seconds": 60,
+        "error": f"segment {segment_index} says hello",
+    }
+    return f"import json\nopen('result.json', 'w').write({json.dumps(json.dumps(result))})\n"
+
+
+def _wait_status(emulator: Emulator, ref: str, version: int, wanted: set[WorkerStatus]) -> None:
+    import time
+
+    deadline = time.monotonic() + 30
+    while emulator.sessions(ref)[version - 1].status not in wanted:
+        assert time.monotonic() < deadline, emulator.sessions(ref)
+        time.sleep(0.05)
+
+
+def test_a_long_gpu_queue_is_neither_collected_nor_pushed_again(tmp_path: Path) -> None:
+    clock = ManualClock()
+    with start_emulator(
+        tmp_path / "emulator", **FAST | {"queue_seconds": 1200}, clock=clock
+    ) as emulator:
+        account = account_on(emulator)
+        backend = _backend(account, tmp_path, clock)
+        kernel = JobKernel(account, kernel_slug(JOB))
+        pushed = kernel.push(SLEEP, CPU_PUSH)
+        handle = KaggleHandle(kernel.ref, 0, pushed.version, JOB, limit_seconds=60).encode()
+        assert backend.status(handle) is SessionStatus.QUEUED
+        clock.advance(1190)  # nearly 20 minutes queued: longer than limit + stale margin
+        assert backend.status(handle) is SessionStatus.QUEUED
+        clock.advance(20)
+        _wait_status(emulator, kernel.ref, 1, {WorkerStatus.RUNNING})
+        # The stale clock starts at the first RUNNING seen, not at the push.
+        assert backend.status(handle) is SessionStatus.RUNNING
+        clock.advance(60 + 899)
+        assert backend.status(handle) is SessionStatus.RUNNING
+        clock.advance(2)
+        assert backend.status(handle) is SessionStatus.FINISHED
+        assert emulator.push_counts == {kernel.ref: 1}
+
+
+def test_status_is_read_for_the_handles_own_version(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    backend = _backend(alice, tmp_path)
+    kernel = JobKernel(alice, kernel_slug(JOB))
+    first = kernel.push("print('done')\n", CPU_PUSH)
+    _wait_status(emulator, kernel.ref, 1, {WorkerStatus.COMPLETE})
+    kernel.push(SLEEP, CPU_PUSH)
+    _wait_status(emulator, kernel.ref, 2, {WorkerStatus.RUNNING})
+    old = KaggleHandle(kernel.ref, 0, first.version, JOB, 60).encode()
+    new = KaggleHandle(kernel.ref, 1, 2, JOB, 60).encode()
+    assert backend.status(old) is SessionStatus.FINISHED
+    assert backend.status(new) is SessionStatus.RUNNING
+    labels = {c.version_label for c in emulator.calls("GetKernelSessionStatus")}
+    assert labels == {"v1", "v2"}
+
+
+def test_another_versions_result_is_rejected(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    backend = _backend(alice, tmp_path)
+    kernel = JobKernel(alice, kernel_slug(JOB))
+    kernel.push(_result_script(0), CPU_PUSH)
+    _wait_status(emulator, kernel.ref, 1, {WorkerStatus.COMPLETE})
+    kernel.push(_result_script(1), CPU_PUSH)
+    _wait_status(emulator, kernel.ref, 2, {WorkerStatus.COMPLETE})
+    emulator.faults.ignore_output_labels = True  # Kaggle serves version 2's output as "v1"
+    handle = KaggleHandle(kernel.ref, 0, 1, JOB, 60).encode()
+    collected = backend.collect(handle, tmp_path / "store" / "00000")
+    assert collected.result is None
+    assert collected.problem is not None
+    assert "segment 1" in collected.problem
+    emulator.faults.ignore_output_labels = False
+    honest = backend.collect(handle, tmp_path / "store" / "00000")
+    assert honest.result is not None
+    assert honest.result.error == "segment 0 says hello"
+
+
+def test_quota_works_when_kaggle_omits_zero_durations(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    # A user who never ran a GPU session: no timeUsed, no timeReserved in the response.
+    quota = _backend(alice, tmp_path).quota()
+    assert quota is not None
+    assert quota.seconds_left == 30 * 3600
+    assert not any(
+        "timeUsed" in json.dumps(call.__dict__)
+        for call in emulator.calls("GetAcceleratorQuotaStatistics")
+    )
+
+
+def test_the_cpu_session_cap_is_busy_not_a_failure(
+    emulator: Emulator, alice: KaggleAccount
+) -> None:
+    for n in range(5):
+        assert not JobKernel(alice, f"cpu-{n}").push(SLEEP, CPU_PUSH).invalid_sources
+    with pytest.raises(Transient, match="Maximum batch CPU session count of 5"):
+        JobKernel(alice, "cpu-6").push(SLEEP, CPU_PUSH)
+
+
+def test_cancel_says_kaggle_cannot_stop_the_session(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    backend = _backend(alice, tmp_path)
+    kernel = JobKernel(alice, kernel_slug(JOB))
+    pushed = kernel.push(SLEEP, CPU_PUSH)
+    handle = KaggleHandle(kernel.ref, 0, pushed.version, JOB, 60).encode()
+    assert backend.cancel(handle) is False
+    assert emulator.calls("CancelKernelSession") == []
+    assert kernel.url == f"https://www.kaggle.com/code/alice/{kernel_slug(JOB)}"

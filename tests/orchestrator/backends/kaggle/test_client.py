@@ -1,0 +1,120 @@
+"""Every client failure becomes Transient, Rejected or Gone; credentials are the user's, always."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
+
+from orchestrator.backends.base import Gone, Transient
+from orchestrator.backends.kaggle.client import KaggleAccount, KaggleAuthError, KaggleNotFound
+from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush
+from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
+from tests.orchestrator.backends.kaggle.conftest import FAST, account_on
+
+
+def _quota(account: KaggleAccount) -> object:
+    request = ApiGetAcceleratorQuotaStatisticsRequest()
+    return account.call(
+        "GetAcceleratorQuotaStatistics",
+        lambda c: c.kernels.kernels_api_client.get_accelerator_quota_statistics(request),
+    )
+
+
+PUSH = KernelPush(None, 60, False, True, [], [], [], None)
+
+
+def test_a_wrong_key_is_rejected_as_an_auth_error(emulator: Emulator) -> None:
+    with pytest.raises(KaggleAuthError, match="401"):
+        _quota(account_on(emulator, "alice", "not-the-key"))
+
+
+def test_acting_on_another_users_kernel_is_rejected_not_retried(emulator: Emulator) -> None:
+    bob_kernel = JobKernel(account_on(emulator), "ignored")
+    bob_kernel.owner = "bob"  # alice's credentials, bob's kernel
+    with pytest.raises(KaggleAuthError, match="403"):
+        bob_kernel.push("print(1)\n", PUSH)
+
+
+def test_kernels_output_refusal_raised_as_value_error_is_classified(tmp_path: Path) -> None:
+    with start_emulator(tmp_path / "two", **FAST, users={"alice": "a", "bob": "b"}) as two:
+        JobKernel(account_on(two, "bob", "b"), "private").push("print(1)\n", PUSH)
+        # KaggleApi.kernels_output turns the 403 into a ValueError; Baton sees a refusal.
+        with pytest.raises(KaggleAuthError):
+            account_on(two, "alice", "a").transfer(
+                "kernels_output",
+                lambda api: api.kernels_output("bob/private", str(tmp_path / "out"), quiet=True),
+            )
+
+
+def test_rate_limit_is_transient_with_kaggles_retry_after(
+    emulator: Emulator, alice: KaggleAccount
+) -> None:
+    emulator.faults.retry_after_seconds = 7
+    emulator.faults.fail_next("GetAcceleratorQuotaStatistics", FaultKind.RATE_LIMITED)
+    with pytest.raises(Transient) as limited:
+        _quota(alice)
+    assert limited.value.retry_after == 7
+
+
+def test_the_emulators_own_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
+    with start_emulator(tmp_path, **FAST, rate_limit_per_minute=3) as emulator:
+        account = account_on(emulator)
+        for _ in range(3):
+            _quota(account)
+        with pytest.raises(Transient) as limited:
+            _quota(account)
+        assert limited.value.retry_after is not None
+        assert 0 < limited.value.retry_after <= 60
+
+
+def test_not_found_is_gone(emulator: Emulator, alice: KaggleAccount) -> None:
+    with pytest.raises(Gone):
+        JobKernel(alice, "never-pushed").status(None)
+    assert issubclass(KaggleNotFound, Gone)
+
+
+def test_an_unreachable_kaggle_is_transient() -> None:
+    account = KaggleAccount("alice", "k", timeout_seconds=5, factory=_nowhere)
+    with pytest.raises(Transient):
+        _quota(account)
+
+
+def _nowhere(username: str, key: str, **kwargs: object) -> object:
+    from tests.kaggle_emulator.client import emulator_client
+
+    return emulator_client("http://127.0.0.1:9", username, key)
+
+
+@pytest.mark.parametrize("where", ["environment", "token file"])
+def test_ambient_tokens_never_act_for_a_user(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str
+) -> None:
+    emulator.state.options.api_tokens["KGAT_host_token"] = "host-owner"
+    if where == "environment":
+        monkeypatch.setenv("KAGGLE_API_TOKEN", "KGAT_host_token")
+    else:
+        (tmp_path / "home" / ".kaggle").mkdir(parents=True)
+        (tmp_path / "home" / ".kaggle" / "access_token").write_text("KGAT_host_token")
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    _quota(account_on(emulator, "alice", "alice-key"))
+    JobKernel(account_on(emulator), "mine").push("print(1)\n", PUSH)
+    assert emulator.callers == {"alice"}
+
+
+def test_a_new_style_api_token_works_as_bearer(emulator: Emulator) -> None:
+    emulator.state.options.api_tokens["KGAT_carols_token"] = "carol"
+    carol = account_on(emulator, "carol", "KGAT_carols_token")
+    pushed = JobKernel(carol, "carols-kernel").push("print(1)\n", PUSH)
+    assert pushed.version == 1
+    assert emulator.callers == {"carol"}
+
+
+def test_two_users_each_act_on_their_own_account(tmp_path: Path) -> None:
+    users = {"alice": "alice-key", "bob": "bob-key"}
+    with start_emulator(tmp_path, **FAST, users=users) as emulator:
+        for user, key in users.items():
+            JobKernel(account_on(emulator, user, key), "job").push("print(1)\n", PUSH)
+        assert {c.user for c in emulator.calls("SaveKernel")} == {"alice", "bob"}
+        assert set(emulator.push_counts) == {"alice/job", "bob/job"}
