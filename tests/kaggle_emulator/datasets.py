@@ -121,6 +121,9 @@ class DatasetRegistry:
         self._datasets: dict[str, Dataset] = {}
         self._next_id = 1
 
+    def delete(self, ref: str) -> None:
+        self._datasets.pop(ref, None)
+
     def all(self) -> list[Dataset]:
         return list(self._datasets.values())
 

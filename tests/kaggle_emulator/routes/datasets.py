@@ -8,7 +8,7 @@ from urllib.parse import quote
 from tests.kaggle_emulator import wire
 from tests.kaggle_emulator.blobs import Blob
 from tests.kaggle_emulator.datasets import Dataset, DatasetExistsError, DatasetVersion
-from tests.kaggle_emulator.errors import bad_request, not_found
+from tests.kaggle_emulator.errors import bad_request, forbidden, not_found
 from tests.kaggle_emulator.paging import page
 from tests.kaggle_emulator.routes import fields
 from tests.kaggle_emulator.routes.fields import Body
@@ -167,7 +167,16 @@ def download_dataset(state: EmulatorState, ctx: CallContext, body: Body) -> Repl
     return Redirect(state.file_url(ctx.base_url, "datasets", *where, "files", quote(file_name)))
 
 
+def delete_dataset(state: EmulatorState, ctx: CallContext, body: Body) -> Reply:
+    dataset = _dataset(state, ctx, body)
+    if dataset.owner != ctx.user:
+        raise forbidden(f"Permission 'datasets.delete' was denied for {dataset.ref}")
+    state.datasets.delete(dataset.ref)
+    return {}
+
+
 ROUTES: dict[tuple[str, str], Handler] = {
+    (SERVICE, "DeleteDataset"): delete_dataset,
     (SERVICE, "CreateDataset"): create_dataset,
     (SERVICE, "CreateDatasetVersion"): create_dataset_version,
     (SERVICE, "CreateDatasetVersionById"): create_dataset_version_by_id,

@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tests.kaggle_emulator import wire
-from tests.kaggle_emulator.errors import bad_request, not_found
+from tests.kaggle_emulator.errors import bad_request, forbidden, not_found
 from tests.kaggle_emulator.kernel_sessions import KernelSession, WorkerStatus
 from tests.kaggle_emulator.kernels import Kernel, PushRequest
 from tests.kaggle_emulator.paging import page
@@ -215,7 +215,19 @@ def list_kernels(state: EmulatorState, ctx: CallContext, body: Body) -> Reply:
     return {"kernels": [_metadata(k) for k in chosen]}
 
 
+def delete_kernel(state: EmulatorState, ctx: CallContext, body: Body) -> Reply:
+    owner = fields.required_text(body, "userName")
+    kernel = state.kernels.get(owner, fields.required_text(body, "kernelSlug"), ctx.user)
+    if kernel.owner != ctx.user:
+        raise forbidden(f"Permission 'kernels.delete' was denied for {kernel.ref}")
+    if any(session.active for session in kernel.sessions):
+        return {"errorMessage": f"Kernel {kernel.ref} has a running session"}
+    del state.kernels.kernels[kernel.ref]
+    return {}
+
+
 ROUTES: dict[tuple[str, str], Handler] = {
+    (SERVICE, "DeleteKernel"): delete_kernel,
     (SERVICE, "SaveKernel"): save_kernel,
     (SERVICE, "GetKernelSessionStatus"): get_kernel_session_status,
     (SERVICE, "ListKernelSessionOutput"): list_kernel_session_output,
