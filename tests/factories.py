@@ -166,13 +166,13 @@ def emulator_clients(url: str) -> ClientFactory:
 
 
 def kaggle_spec(kaggle: dict[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
-    """A Kaggle job for the fast trainer, chaining across 12 s sessions (about 20 s of training:
-    three segments or more, with room for a slow torch import on a loaded machine)."""
+    """A Kaggle job for the fast trainer, chaining across 20 s sessions (20 s of training: two
+    segments or more, with room for a torch import that takes 10 s on a loaded machine)."""
     spec = job_spec(
         backend="kaggle",
         total_steps=500,
         config={"step_sleep": 0.04},
-        session={"limit_seconds": 12, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+        session={"limit_seconds": 20, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
         kaggle={"accelerator": "t4x2", "quota_reserve_seconds": 0, **(kaggle or {})},
     )
     spec.update(overrides)

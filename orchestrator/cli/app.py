@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import account, jobs, server, workers
+from orchestrator.cli import account, jobs, kaggle, server, workers
 from orchestrator.cli.context import CliOptions
 from orchestrator.cli.errors import CliError
 from orchestrator.secret_box import SecretBoxError
@@ -35,7 +35,7 @@ def _options(
 
 
 # Each command module adds its commands in one line (`scale` adds worker/beat the same way).
-for module in (server, jobs, account, workers):
+for module in (server, jobs, account, workers, kaggle):
     module.register(app)
 
 

@@ -107,7 +107,7 @@ class KaggleBackend:
         self.account = account
         self.running_since = RunningSince(workdir / "running-since.json")
         # What `baton kaggle check` (or a refused push) learned about this account.
-        self.findings = AccountFindings(workdir.parent / "accounts" / f"{account.username}.json")
+        self.findings = AccountFindings.for_account(workdir.parent, account.username)
 
     # --- launching ----------------------------------------------------------------------
 

@@ -50,6 +50,11 @@ class AccountFindings:
     def __init__(self, path: Path) -> None:
         self.path = path
 
+    @classmethod
+    def for_account(cls, kaggle_dir: Path, username: str) -> AccountFindings:
+        """Where the findings of `username` live under the Kaggle backend's directory."""
+        return cls(kaggle_dir / "accounts" / f"{username}.json")
+
     def load(self) -> Findings:
         known = {f.name for f in fields(Findings)}
         return Findings(**{k: v for k, v in _read_json(self.path).items() if k in known})

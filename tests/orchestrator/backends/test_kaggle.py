@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import Counter
@@ -51,23 +52,26 @@ def test_kaggle_job_chains_kernels_to_the_local_digest(
     assert job["state"] == "succeeded", job
 
     segments = _segments(kaggle_api, job_id)
-    assert len(segments) >= 3
-    assert all(seg["state"] == "succeeded" for seg in segments)
-    for before, after in pairwise(segments):
+    # On a loaded machine a session may hit its limit before its first step (a slow torch
+    # import): that segment fails, leaves no output, and is retried from the last checkpoint.
+    committed = [seg for seg in segments if seg["state"] == "succeeded"]
+    assert len(committed) >= 2
+    assert all(seg["outcome"] == "lost" for seg in segments if seg["state"] != "succeeded")
+    for before, after in pairwise(committed):
         assert after["start_step"] == before["end_step"]
-    assert segments[-1]["end_step"] == 500
+    assert committed[-1]["end_step"] == 500
 
     kernel = f"alice/{kernel_slug(job_id)}"
     assert emulator.push_counts[kernel] == len(segments)
-    # Every segment after the first mounted the previous segment's checkpoint version.
+    # Every committed segment but the last was published once, for its successor to mount.
     dataset = emulator.dataset(f"alice/{dataset_slug(job_id)}")
     assert dataset is not None
-    assert len(dataset.versions) == len(segments) - 1
+    assert len(dataset.versions) == len(committed) - 1
 
-    final = segments[-1]["checkpoint"]["model_digest"]
+    final = committed[-1]["checkpoint"]["model_digest"]
     assert final == reference_digest(spec, tmp_path / "reference")
 
-    log = kaggle_api.get(f"/api/v1/jobs/{job_id}/segments/0/log")
+    log = kaggle_api.get(f"/api/v1/jobs/{job_id}/segments/{committed[0]['index']}/log")
     assert "committed checkpoint" in log.text
     # The Kaggle key went nowhere but into the client's auth header.
     key = "alice-key"
@@ -117,45 +121,50 @@ def test_flaky_kaggle_api_never_pushes_a_segment_twice(
 
 
 def test_spent_quota_parks_the_job_until_the_refresh(tmp_path: Path) -> None:
-    # A 12 s GPU allowance per 20 s "week": the job needs about three weeks of it.
+    # A 30 s GPU allowance per 50 s "week": the job (28 s of training, plus each session's
+    # start-up, which counts in the quota) needs two weeks of it or more.
     with (
         start_emulator(
             tmp_path / "kaggle",
             queue_seconds=0.2,
             dataset_processing_seconds=0.5,
-            week_seconds=20,
-            gpu_allowance_seconds=12,
+            week_seconds=50,
+            gpu_allowance_seconds=30,
         ) as emulator,
         running_api(make_settings(tmp_path / "data"), kaggle_url=emulator.url) as api,
     ):
         api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
-        job_id = api.post("/api/v1/jobs", json=kaggle_spec(total_steps=250)).json()["id"]
+        job_id = api.post("/api/v1/jobs", json=kaggle_spec(total_steps=700)).json()["id"]
         waiting = wait_for(api, job_id, lambda job: job["state"] == "waiting", timeout=120)
         assert waiting["wait_until"] is not None
         assert datetime.fromisoformat(waiting["wait_until"]) > datetime.now(UTC)
-        job = wait_finished(api, job_id, timeout=300)
+        job = wait_finished(api, job_id, timeout=420)
         assert job["state"] == "succeeded", job
         kinds = [event["kind"] for event in api.get(f"/api/v1/jobs/{job_id}/events").json()]
         assert "quota_exhausted" in kinds
         assert kinds.index("quota_refreshed") > kinds.index("quota_exhausted")
         # No session was ever sized beyond what the quota had left.
         for session in emulator.sessions(f"alice/{kernel_slug(job_id)}"):
-            assert session.limit_seconds <= 12
+            assert session.limit_seconds <= 20
 
 
-def _chain_settled(emulator: Emulator, kernel: str) -> bool:
-    """The kernel's latest session has ended and nothing new was pushed for a while."""
-    sessions = emulator.sessions(kernel)
-    latest = max(sessions, key=lambda session: session.version)
-    return latest.ended_at is not None and time.time() - latest.ended_at > 3
+def _chain_completed(emulator: Emulator, job_id: str) -> bool:
+    """The job's own state says it is done: its last segment published a `completed` result,
+    and that segment's session has ended."""
+    dataset = emulator.dataset(f"alice/{dataset_slug(job_id)}")
+    sessions = emulator.sessions(f"alice/{kernel_slug(job_id)}")
+    if dataset is None or not sessions or sessions[-1].ended_at is None:
+        return False
+    results = sorted(dataset.versions[-1].directory.glob("result-s*.json"))
+    return bool(results) and json.loads(results[-1].read_text())["outcome"] == "completed"
 
 
 def test_self_chained_job_completes_while_the_orchestrator_is_stopped(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "data")
     spec = kaggle_spec(
-        {"self_chain": True, "enable_internet": True, "chain_reserve_seconds": 6},
+        {"self_chain": True, "enable_internet": True, "chain_reserve_seconds": 8},
         total_steps=400,
-        session={"limit_seconds": 15, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+        session={"limit_seconds": 25, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
     )
     with start_emulator(
         tmp_path / "kaggle", queue_seconds=0.2, dataset_processing_seconds=0.5
@@ -171,11 +180,11 @@ def test_self_chained_job_completes_while_the_orchestrator_is_stopped(tmp_path: 
             wait_for(api, job_id, lambda job: job["state"] == "running", timeout=60)
         # The orchestrator is gone; the chain goes on by itself until the job is done.
         deadline = time.monotonic() + 240
-        while not (emulator.sessions(kernel) and _chain_settled(emulator, kernel)):
+        while not _chain_completed(emulator, job_id):
             assert time.monotonic() < deadline, "the chain did not finish"
             time.sleep(0.5)
         sessions = emulator.sessions(kernel)
-        assert len(sessions) >= 3
+        assert len(sessions) >= 2
 
         with running_api(settings, kaggle_url=emulator.url) as api:
             job = wait_finished(api, job_id, timeout=120)
@@ -199,9 +208,9 @@ def test_a_stale_checkpoint_version_is_rejected_never_resumed_from(
 ) -> None:
     # The first kernel that names version 2 or later is handed the version before it.
     emulator.faults.stale_mounts = 1
-    spec = kaggle_spec(total_steps=300)
+    spec = kaggle_spec(total_steps=1000)
     job_id = kaggle_api.post("/api/v1/jobs", json=spec).json()["id"]
-    job = wait_finished(kaggle_api, job_id, timeout=300)
+    job = wait_finished(kaggle_api, job_id, timeout=480)
     assert job["state"] == "succeeded", job
     assert ("mount", FaultKind.STALE_MOUNT) in emulator.faults.injected
 
@@ -229,6 +238,11 @@ def test_cancelling_a_job_cannot_stop_its_kaggle_session_and_says_so(
 
     wait_for(kaggle_api, job_id, kernel_running, timeout=60)
     assert kaggle_api.post(f"/api/v1/jobs/{job_id}/cancel").json()["state"] == "cancelled"
+
+    def segment_ended(_: dict[str, Any]) -> bool:
+        return [seg["state"] for seg in _segments(kaggle_api, job_id)] != ["running"]
+
+    wait_for(kaggle_api, job_id, segment_ended, timeout=30)
     assert [seg["state"] for seg in _segments(kaggle_api, job_id)] == ["cancelled"]
     # Kaggle exposes no session id, so nothing was asked of CancelKernelSession: the session
     # runs on until its own limit (or until its owner stops it on kaggle.com).

@@ -149,3 +149,18 @@ def test_cancel_says_kaggle_cannot_stop_the_session(
     assert backend.cancel(handle) is False
     assert emulator.calls("CancelKernelSession") == []
     assert kernel.url == f"https://www.kaggle.com/code/alice/{kernel_slug(JOB)}"
+
+
+def test_watching_a_self_chained_segment_costs_one_status_call_and_no_source_fetch(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    backend = _backend(alice, tmp_path, self_chain=True, enable_internet=True)
+    kernel = JobKernel(alice, kernel_slug(JOB))
+    pushed = kernel.push(SLEEP, CPU_PUSH)
+    handle = KaggleHandle(kernel.ref, 0, pushed.version, JOB, 60).encode()
+    before = len(emulator.calls())
+    for _ in range(20):  # 10 minutes of looks at 30 s
+        assert backend.status(handle) in (SessionStatus.QUEUED, SessionStatus.RUNNING)
+    made = emulator.calls()[before:]
+    assert [call.method for call in made] == ["GetKernelSessionStatus"] * 20
+    assert backend.poll_seconds == 30.0

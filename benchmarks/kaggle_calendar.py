@@ -1,0 +1,83 @@
+"""`python -m benchmarks.kaggle_calendar`: Baton's calendar time on Kaggle against the quota bound.
+
+On the Kaggle API emulator with the week scaled down (`--hour-seconds`, default 1: a 168 s week
+with a 30 s GPU quota and 12 s sessions), Baton runs a job needing about 2.5 weeks of quota. Its
+calendar time (submit to success) is compared with the quota-bound minimum for the GPU time
+Kaggle actually charged (benchmarks/calendar_bound.py), and with a restart-when-noticed policy
+that checks once a (scaled) day. Sessions run in real time, so start-up counts in the quota as
+it does on Kaggle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.calendar_bound import calendar_bound, overrun
+from tests.factories import kaggle_spec, make_settings, running_api, wait_finished
+from tests.kaggle_emulator import start_emulator
+
+RESULT = Path(__file__).resolve().parent / "results" / "kaggle-calendar.json"
+WEEK_HOURS, QUOTA_HOURS, SESSION_HOURS, NOTICE_HOURS = 168.0, 30.0, 12.0, 24.0
+STEP_SECONDS = 0.04
+
+
+def run(hour: float, weeks_of_work: float, root: Path) -> dict[str, float]:
+    week, quota = WEEK_HOURS * hour, QUOTA_HOURS * hour
+    steps = int(weeks_of_work * quota / STEP_SECONDS)
+    spec = kaggle_spec(
+        total_steps=steps,
+        session={
+            "limit_seconds": SESSION_HOURS * hour,
+            "margin": {"k_steps": 2.0, "safety_seconds": 0.5},
+        },
+    )
+    options = {"week_seconds": week, "gpu_allowance_seconds": quota, "queue_seconds": 0.2}
+    with (
+        start_emulator(root / "kaggle", dataset_processing_seconds=0.5, **options) as emulator,
+        running_api(make_settings(root / "data"), kaggle_url=emulator.url) as api,
+    ):
+        api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+        submitted = time.time()
+        job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
+        job = wait_finished(api, job_id, timeout=20 * week)
+        calendar = time.time() - submitted
+        if job["state"] != "succeeded":
+            raise SystemExit(f"the job ended {job['state']}: {job}")
+        charged = sum(
+            (s.ended_at or 0.0) - (s.started_at or 0.0)
+            for s in emulator.sessions()
+            if s.started_at is not None
+        )
+    bound = calendar_bound(charged, quota, week, NOTICE_HOURS * hour)
+    return {
+        "hour_seconds": hour,
+        "training_seconds": steps * STEP_SECONDS,
+        "charged_gpu_seconds": charged,
+        "quota_weeks": bound.weeks,
+        "calendar_seconds": calendar,
+        "minimum_seconds": bound.minimum_seconds,
+        "naive_seconds": bound.naive_seconds,
+        "over_minimum": overrun(calendar, bound.minimum_seconds),
+        "naive_over_minimum": overrun(bound.naive_seconds, bound.minimum_seconds),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.kaggle_calendar")
+    parser.add_argument("--hour-seconds", type=float, default=1.0)
+    parser.add_argument("--weeks-of-work", type=float, default=2.5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="baton-calendar-") as root:
+        figures = run(args.hour_seconds, args.weeks_of_work, Path(root))
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
+    for name, value in figures.items():
+        print(f"{name:>22}: {value:.3f}")
+
+
+if __name__ == "__main__":
+    main()
