@@ -243,11 +243,14 @@ def test_cancelling_a_job_cannot_stop_its_kaggle_session_and_says_so(
         return [seg["state"] for seg in _segments(kaggle_api, job_id)] != ["running"]
 
     wait_for(kaggle_api, job_id, segment_ended, timeout=30)
-    assert [seg["state"] for seg in _segments(kaggle_api, job_id)] == ["cancelled"]
     # Kaggle exposes no session id, so nothing was asked of CancelKernelSession: the session
-    # runs on until its own limit (or until its owner stops it on kaggle.com).
+    # runs on until its own limit (or until its owner stops it on kaggle.com), its slot still
+    # counted, and the user is told so.
+    assert [seg["state"] for seg in _segments(kaggle_api, job_id)] == ["cancelling"]
     assert emulator.calls("CancelKernelSession") == []
     assert emulator.sessions(kernel)[-1].status is WorkerStatus.RUNNING
+    events = kaggle_api.get(f"/api/v1/jobs/{job_id}/events").json()
+    assert any("may keep running" in (event.get("message") or "") for event in events)
 
 
 def test_a_third_gpu_job_starts_only_once_a_cancelled_session_has_ended(
@@ -268,9 +271,18 @@ def test_a_third_gpu_job_starts_only_once_a_cancelled_session_has_ended(
 
     first = next(job_id for job_id in ids if job_id != waiting)
     kaggle_api.post(f"/api/v1/jobs/{first}/cancel")
+    [cancelled_session] = emulator.sessions(_kernel(first))
+
+    def still_waiting(_: dict[str, Any]) -> bool:
+        # While the cancelled session runs on, its slot counts: nothing is launched.
+        if cancelled_session.ended_at is None:
+            assert _segments(kaggle_api, waiting) == []
+            return False
+        return True
+
+    wait_for(kaggle_api, waiting, still_waiting, timeout=90)
     wait_for(kaggle_api, waiting, lambda job: job["state"] == "running", timeout=90)
     wait_for(kaggle_api, waiting, lambda _: bool(emulator.sessions(_kernel(waiting))), timeout=60)
-    [cancelled_session] = emulator.sessions(_kernel(first))
     third = emulator.sessions(_kernel(waiting))[0]
 
     def third_started(_: dict[str, Any]) -> bool:
