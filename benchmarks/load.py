@@ -129,7 +129,7 @@ def measure_api(url: str, ids: list[str], rate: float, requests: int) -> list[di
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,
-        timeout=120 + 6 * requests / rate,
+        timeout=120 + 30 * requests / rate,
         check=True,
     )
     results: list[dict[str, Any]] = json.loads(done.stdout)
@@ -191,10 +191,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=200.0)
-    parser.add_argument("--requests", type=int, default=4000, help="per endpoint")
+    parser.add_argument("--requests", type=int, default=1000, help="per endpoint")
     parser.add_argument("--visit-timeout", type=float, default=900.0)
     parser.add_argument("--no-visits", dest="visits", action="store_false")
+    parser.add_argument("--no-api", dest="api", action="store_false")
     args = parser.parse_args()
+    load_at_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="baton-load-") as tmp, postgres_schema() as db_url:
         redis = RedisServer(Path(tmp) / "redis")
         redis.start()
@@ -206,17 +208,21 @@ def main() -> None:
             ids = seed(db_url, args.jobs)
             seeded = time.monotonic() - started
             print(f"seeded {args.jobs} jobs and {2 * args.jobs} segments in {seeded:.1f} s")
-            api = {
-                # The same mix at a tenth of the rate: what one request costs when the server
-                # is not queueing (on a shared machine, what is left of its 2 cores).
-                f"{rate:g}_per_s": with_ratios(
-                    merge_halves(measure_api(cluster.api_url, ids, rate, requests))
-                )
-                for rate, requests in (
-                    (args.rate / 10, args.requests // 10),
-                    (args.rate, args.requests),
-                )
-            }
+            api = (
+                {}
+                if not args.api
+                else {
+                    # The same mix at a tenth of the rate: what one request costs when the server
+                    # is not queueing (on a shared machine, what is left of its 2 cores).
+                    f"{rate:g}_per_s": with_ratios(
+                        merge_halves(measure_api(cluster.api_url, ids, rate, requests))
+                    )
+                    for rate, requests in (
+                        (args.rate / 10, args.requests // 10),
+                        (args.rate, args.requests),
+                    )
+                }
+            )
             for rate, figures in api.items():
                 shown = {k: {x: v[x] for x in v if x != "halves"} for k, v in figures.items()}
                 print(rate, json.dumps(shown))
@@ -227,16 +233,19 @@ def main() -> None:
         finally:
             cluster.stop_all()
             redis.kill()
-    record = {
+    conditions = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cpus": os.cpu_count(),
+        "load_average_at_start": load_at_start,
         "load_average_at_end": os.getloadavg(),
         "jobs": args.jobs,
-        "rate": args.rate,
-        "requests_per_endpoint": args.requests,
-        "api": api,
-        "visits": visits,
     }
+    # A run of one part (--no-api, --no-visits) keeps the other part's last figures.
+    record = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if api:
+        record["api"] = conditions | {"rate": args.rate, "per_endpoint": args.requests} | api
+    if visits:
+        record["visits"] = conditions | visits
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(record, indent=2))
     print(f"wrote {RESULTS}")
