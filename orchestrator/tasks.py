@@ -32,6 +32,7 @@ from orchestrator.db import Database
 from orchestrator.metrics import RECONCILE_LAG, RECONCILES
 from orchestrator.models import Job, utcnow
 from orchestrator.notifier import deliver_due_notifications
+from orchestrator.queries import as_utc
 from orchestrator.service import build_services
 from orchestrator.transitions import StaleState
 
@@ -97,11 +98,23 @@ def fan_out() -> int:
     return sent
 
 
+def reconcile_lag(db: Database, job_id: str, due_seen_at: float | None) -> float | None:
+    """Seconds since the job fell due: its next_attempt_at, or else when beat saw it due."""
+    with db.transaction() as session:
+        due_at = session.scalar(select(Job.next_attempt_at).where(Job.id == job_id))
+    if due_at is not None:
+        return max(0.0, (utcnow() - as_utc(due_at)).total_seconds())
+    if due_seen_at is not None:
+        return max(0.0, time.time() - due_seen_at)
+    return None  # a nudge: nothing was late
+
+
 def reconcile(job_id: str, due_seen_at: float | None) -> None:
     """Reconcile one job now; `due_seen_at` is when beat's fan-out found it due (for the lag)."""
     current = runtime()
-    if due_seen_at is not None:
-        RECONCILE_LAG.observe(max(0.0, time.time() - due_seen_at))
+    lag = reconcile_lag(current.services.db, job_id, due_seen_at)
+    if lag is not None:
+        RECONCILE_LAG.observe(lag)
     try:
         current.services.engine.reconcile_job(job_id)
         RECONCILES.inc()

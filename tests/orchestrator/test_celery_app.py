@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import redis
+from sqlalchemy import select, update
 
+from orchestrator.backends.registry import StaticBackends
 from orchestrator.celery_app import SHARED_QUEUE, DispatchGuard, local_queue, make_app, queue_for
 from orchestrator.config import Settings
-from tests.factories import require_services
+from orchestrator.db import Database
+from orchestrator.engine import Engine
+from orchestrator.models import Job, User, utcnow
+from orchestrator.spec import JobSpec
+from orchestrator.tasks import reconcile_lag
+from tests.factories import job_spec, require_services
 from tests.scale.cluster import RedisServer
 
 
@@ -67,3 +75,28 @@ def test_the_beat_health_check_reads_the_last_fan_out(redis_client: redis.Redis)
     moment = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
     guard.mark_fan_out(moment)
     assert guard.last_fan_out() == moment.timestamp()
+
+
+def _job(store: Database, next_attempt_at: datetime | None) -> str:
+    spec = JobSpec.model_validate(job_spec())
+    with store.transaction() as session:
+        user = session.scalars(select(User)).first()
+        assert user is not None
+    job = Engine(store, StaticBackends({}), Path("unused")).submit(user.id, spec)
+    with store.transaction() as session:
+        session.execute(update(Job).where(Job.id == job.id).values(next_attempt_at=next_attempt_at))
+    return job.id
+
+
+def test_reconcile_lag_counts_from_when_the_job_fell_due(store: Database) -> None:
+    late = _job(store, utcnow() - timedelta(seconds=5))
+    lag = reconcile_lag(store, late, due_seen_at=None)
+    assert lag is not None
+    assert 5 <= lag < 600
+    # Due since it changed (no next_attempt_at): from when beat's fan-out saw it due.
+    fresh = _job(store, None)
+    lag = reconcile_lag(store, fresh, due_seen_at=time.time() - 3)
+    assert lag is not None
+    assert 3 <= lag < 600
+    # A nudge after a user's action was never late.
+    assert reconcile_lag(store, fresh, due_seen_at=None) is None
