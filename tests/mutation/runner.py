@@ -72,11 +72,12 @@ def scratch_copy(root: Path = REPO_ROOT) -> Iterator[Path]:
 
 
 def locate(copy: Path, mutant: Mutant) -> tuple[Path, str] | None:
-    """The one file matching the mutant's path pattern (a directory: its .py files) that holds
-    the mutant's line, exactly once."""
+    """The one file matching the mutant's path patterns (comma-separated globs; a directory means
+    its .py files) that holds the mutant's line, exactly once."""
     files = set()
-    for match in copy.glob(mutant.path):
-        files |= set(match.rglob("*.py")) if match.is_dir() else {match}
+    for pattern in mutant.path.split(","):
+        for match in copy.glob(pattern.strip()):
+            files |= set(match.rglob("*.py")) if match.is_dir() else {match}
     hits = [
         (path, text)
         for path in sorted(files)
