@@ -78,6 +78,15 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="lifecycle",
     ),
     Mutant(
+        "lifecycle-cancelling-frees-its-slot",
+        "lifecycle",
+        "orchestrator/lifecycle.py",
+        "    {SegmentState.LAUNCHING, SegmentState.RUNNING, SegmentState.CANCELLING}",
+        "    {SegmentState.LAUNCHING, SegmentState.RUNNING}",
+        ORACLE_TESTS,
+        guarantee="Kaggle session cap",
+    ),
+    Mutant(
         "lifecycle-no-progress-is-progress",
         "lifecycle",
         "orchestrator/lifecycle.py",

@@ -10,7 +10,7 @@ from __future__ import annotations
 JOB_EDGES = """
 queued    -> running waiting paused cancelled failed
 running   -> queued succeeded failed paused cancelled
-waiting   -> queued paused cancelled
+waiting   -> queued paused cancelled failed
 paused    -> queued cancelled
 failed    -> queued
 succeeded ->
@@ -18,15 +18,18 @@ cancelled ->
 """
 
 SEGMENT_EDGES = """
-launching -> running failed cancelled
-running   -> succeeded failed cancelled
-succeeded ->
-failed    ->
-cancelled ->
+launching  -> running failed cancelled abandoned
+running    -> succeeded failed cancelling cancelled abandoned
+cancelling -> cancelled abandoned
+succeeded  ->
+failed     ->
+cancelled  ->
+abandoned  ->
 """
 
-# Segments that may still hold a backend session (and so a slot).
-ACTIVE_SEGMENT_STATES = frozenset({"launching", "running"})
+# Segments that may still hold a backend session (and so a slot): a cancelled Kaggle session
+# keeps its GPU slot until it is seen to end.
+ACTIVE_SEGMENT_STATES = frozenset({"launching", "running", "cancelling"})
 # Jobs no reconcile moves on its own (only a user's resume leaves `failed`).
 FINISHED_JOB_STATES = frozenset({"succeeded", "failed", "cancelled"})
 
