@@ -3,15 +3,17 @@
 The API server must not run user code: importing a module (or even finding a dotted name with
 importlib.util.find_spec, which imports its parent packages) runs it. The real import happens
 only in the worker. Here a module is located with PathFinder one package level at a time, its
-file is parsed with `ast`, and the class must subclass worker.Trainer by static inspection.
+file is parsed with `ast` in a child process, and the class must subclass worker.Trainer by
+static inspection.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib.util
+import json
+import logging
+import subprocess
 import sys
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib.machinery import PathFinder
@@ -27,9 +29,9 @@ MAX_SOURCE_BYTES = 2 * 1024 * 1024
 # How far a chain of base classes is followed across modules.
 MAX_BASE_DEPTH = 8
 
-# CPython 3.11 before 3.11.8 corrupts its AST state when two threads parse at once
-# (python/cpython gh-106905): every parse in this process goes through this lock.
-_PARSE_LOCK = threading.Lock()
+OUTLINE_TIMEOUT_SECONDS = 20.0
+
+log = logging.getLogger(__name__)
 
 
 class TrainerRejected(ValueError):
@@ -56,49 +58,13 @@ class _CacheKey:
 _outlines: dict[_CacheKey, ModuleOutline] = {}
 
 
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = _dotted(node.value)
-        return f"{head}.{node.attr}" if head else None
-    return None
-
-
-def _import_aliases(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
-    """Local name -> fully qualified name, for the module's top-level imports."""
-    aliases: dict[str, str] = {}
-    package = module if is_package else module.rpartition(".")[0]
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    aliases[alias.asname] = alias.name
-                else:
-                    top = alias.name.split(".")[0]
-                    aliases[top] = top
-        elif isinstance(node, ast.ImportFrom):
-            source = node.module or ""
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
-                source = ".".join([*base, source] if source else base)
-            for alias in node.names:
-                aliases[alias.asname or alias.name] = f"{source}.{alias.name}"
-    return aliases
-
-
-def _qualify(expr: str, aliases: dict[str, str], module: str, local: set[str]) -> str:
-    head, _, rest = expr.partition(".")
-    if head in local:
-        return f"{module}.{expr}"
-    if head in aliases:
-        return f"{aliases[head]}.{rest}" if rest else aliases[head]
-    return expr
-
-
 def outline(path: Path, module: str, is_package: bool) -> ModuleOutline:
-    """Parse `path` once per (path, mtime, size); the parse itself is serialized."""
+    """Read `path`'s outline once per (path, mtime, size), in a child process.
+
+    Not in this process: ast.parse of CPython 3.11 before 3.11.8 corrupts its state when another
+    thread parses at the same moment (python/cpython gh-106905), and Python 3.11's traceback
+    formatting parses too; a hostile file's deep nesting can also exhaust the parser's stack.
+    """
     stat = path.stat()
     key = _CacheKey(str(path), stat.st_mtime_ns, stat.st_size)
     cached = _outlines.get(key)
@@ -106,24 +72,23 @@ def outline(path: Path, module: str, is_package: bool) -> ModuleOutline:
         return cached
     if stat.st_size > MAX_SOURCE_BYTES:
         raise TrainerRejected(f"trainer module {module!r} is larger than {MAX_SOURCE_BYTES} bytes")
-    source = path.read_bytes()
+    command = [sys.executable, "-I", "-m", "orchestrator.trainer_outline", str(path), module]
+    if is_package:
+        command.append("--package")
     try:
-        with _PARSE_LOCK:
-            tree = ast.parse(source, filename=path.name)
-    except (SyntaxError, ValueError) as exc:
-        raise TrainerRejected(f"trainer module {module!r} is not valid Python") from exc
-    defined = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
-    aliases = _import_aliases(tree, module, is_package)
-    classes: dict[str, tuple[str, ...]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef):
-            bases = (_dotted(base) for base in node.bases)
-            classes[node.name] = tuple(
-                _qualify(base, aliases, module, defined) for base in bases if base
-            )
-    result = ModuleOutline(classes, aliases)
-    with _PARSE_LOCK:
-        _outlines[key] = result
+        done = subprocess.run(
+            command, capture_output=True, timeout=OUTLINE_TIMEOUT_SECONDS, check=False
+        )
+        answer = json.loads(done.stdout or b"{}")
+    except (subprocess.TimeoutExpired, ValueError, OSError) as exc:
+        log.warning("could not outline %s: %s", path, exc)
+        raise TrainerRejected(f"trainer module {module!r} could not be read") from exc
+    if "classes" not in answer:
+        raise TrainerRejected(f"trainer module {module!r} is not valid Python")
+    result = ModuleOutline(
+        {name: tuple(bases) for name, bases in answer["classes"].items()}, answer["imported"]
+    )
+    _outlines[key] = result
     return result
 
 
