@@ -9,6 +9,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY orchestrator orchestrator
 COPY worker worker
+COPY kaggle_access kaggle_access
 COPY trainers trainers
 COPY migrations migrations
 RUN pip install . \

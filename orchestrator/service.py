@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import sys
 
+from kaggle_access.client import ClientFactory, production_client
 from orchestrator.api.deps import Services
 from orchestrator.auth import ensure_admin_token
-from orchestrator.backends.kaggle.client import ClientFactory, production_client
 from orchestrator.backends.local import LocalBackend
 from orchestrator.backends.registry import Backends
 from orchestrator.celery_app import CeleryNudger, make_app

@@ -17,8 +17,8 @@ import redis
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError as DatabaseUnavailable
 
+from kaggle_access.client import ClientFactory, production_client
 from orchestrator.api.deps import Services
-from orchestrator.backends.kaggle.client import ClientFactory, production_client
 from orchestrator.celery_app import (
     FAN_OUT_TASK,
     NOTIFY_TASK,

@@ -16,8 +16,8 @@ import uvicorn
 from fastapi.testclient import TestClient
 from kagglesdk import KaggleClient, KaggleEnv
 
+from kaggle_access.client import ClientFactory
 from orchestrator.api.main import create_app
-from orchestrator.backends.kaggle.client import ClientFactory
 from orchestrator.backends.sessions import SessionState, cancel_session, session_state
 from orchestrator.config import Settings
 from orchestrator.reference import run_uninterrupted

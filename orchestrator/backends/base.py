@@ -15,28 +15,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from kaggle_access.errors import BackendError, Gone, Rejected, Transient
 from worker.contract import SegmentResult, SegmentSpec
 from worker.manifest import Manifest
 
-
-class BackendError(Exception):
-    """Base of the three kinds below; never raised itself."""
-
-
-class Transient(BackendError):
-    """Worth retrying later (network, rate limit, 5xx, busy); `retry_after` in seconds if known."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class Rejected(BackendError):
-    """Final for this launch or session: the backend refused, with the reason."""
-
-
-class Gone(BackendError):
-    """The session, kernel or dataset no longer exists."""
+__all__ = [
+    "Backend",
+    "BackendError",
+    "Collected",
+    "Gone",
+    "LaunchRequest",
+    "Quota",
+    "Rejected",
+    "SessionStatus",
+    "Slot",
+    "Transient",
+]
 
 
 class SessionStatus(enum.StrEnum):

@@ -6,14 +6,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from orchestrator.backends.base import Backend, Rejected
-from orchestrator.backends.kaggle.backend import POLL_SECONDS, KaggleBackend
-from orchestrator.backends.kaggle.client import (
+from kaggle_access.client import (
     DEFAULT_TIMEOUT_SECONDS,
     ClientFactory,
     KaggleAccount,
     production_client,
 )
+from orchestrator.backends.base import Backend, Rejected
+from orchestrator.backends.kaggle.backend import POLL_SECONDS, KaggleBackend
 from orchestrator.credentials import load_kaggle_credentials
 from orchestrator.db import Database
 from orchestrator.models import Job

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.backends.kaggle.client import KaggleAccount
+from kaggle_access.client import KaggleAccount
 from orchestrator.backends.kaggle.findings import AccountFindings
 from orchestrator.backends.kaggle.preflight import Outcome, Preflight, Report
 from orchestrator.cli import render

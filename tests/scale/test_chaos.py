@@ -27,8 +27,8 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
+from kaggle_access.kernel_script import launch_id_of
 from orchestrator.backends.kaggle.backend import kernel_slug
-from orchestrator.backends.kaggle.packaging import launch_id_of
 from orchestrator.backends.sessions import SessionState, session_state
 from orchestrator.backends.supervisor import LOG_FILE
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES

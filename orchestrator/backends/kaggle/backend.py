@@ -14,6 +14,10 @@ from typing import Any
 
 from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
 
+from kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
+from kaggle_access.client import KaggleAccount
+from kaggle_access.kernel_script import kernel_source
+from kaggle_access.kernels import JobKernel, KernelPush, KernelStatus
 from orchestrator.backends.base import (
     Collected,
     LaunchRequest,
@@ -23,11 +27,8 @@ from orchestrator.backends.base import (
     Slot,
     Transient,
 )
-from orchestrator.backends.kaggle.checkpoints import CheckpointDataset, PublishedCheckpoint
-from orchestrator.backends.kaggle.client import KaggleAccount
 from orchestrator.backends.kaggle.findings import AccountFindings, RunningSince
-from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush, KernelStatus
-from orchestrator.backends.kaggle.packaging import code_archive, kernel_source
+from orchestrator.backends.kaggle.packaging import code_archive
 from orchestrator.launch_id import LaunchId
 from orchestrator.spec import Accelerator, KaggleSpec
 from worker.contract import CHECKPOINT_DIR, RESULT_FILE, ExpectedCheckpoint, SegmentResult

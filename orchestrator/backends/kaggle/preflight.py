@@ -34,11 +34,11 @@ from kagglesdk.kernels.types.kernels_api_service import (
     ApiGetAcceleratorQuotaStatisticsRequest,
 )
 
+from kaggle_access.chaining import SECRET_LABEL
+from kaggle_access.client import KaggleAccount, KaggleAuthError
+from kaggle_access.kernels import JobKernel, KernelPush, KernelStatus
 from orchestrator.backends.base import BackendError, Gone
-from orchestrator.backends.kaggle.chaining import SECRET_LABEL
-from orchestrator.backends.kaggle.client import KaggleAccount, KaggleAuthError
 from orchestrator.backends.kaggle.findings import AccountFindings, Findings
-from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush, KernelStatus
 from orchestrator.backends.kaggle.packaging import code_archive
 from worker.kaggle_probe import REPORT_FILE
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from kaggle_access.chaining import SECRET_LABEL
+from kaggle_access.kernel_script import launch_id_of
 from orchestrator.backends.kaggle.backend import dataset_slug, kernel_slug
-from orchestrator.backends.kaggle.chaining import SECRET_LABEL
-from orchestrator.backends.kaggle.packaging import launch_id_of
 from orchestrator.config import Settings
 from tests.factories import (
     kaggle_spec,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.kaggle.client import KaggleAccount
+from kaggle_access.client import KaggleAccount
 from tests.factories import emulator_clients
 from tests.kaggle_emulator import Emulator, start_emulator
 

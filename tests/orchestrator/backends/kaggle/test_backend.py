@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from kaggle_access.client import KaggleAccount
+from kaggle_access.kernels import JobKernel, KernelPush
 from orchestrator.backends.base import SessionStatus, Transient
 from orchestrator.backends.kaggle.backend import KaggleBackend, KaggleHandle, kernel_slug
-from orchestrator.backends.kaggle.client import KaggleAccount
-from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush
 from orchestrator.spec import KaggleSpec
 from tests.factories import kaggle_spec
 from tests.kaggle_emulator import Emulator, ManualClock, start_emulator

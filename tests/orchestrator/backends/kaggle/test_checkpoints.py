@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from kagglesdk.datasets.types.dataset_enums import DatabundleVersionStatus
 
+from kaggle_access.checkpoints import MAX_UPLOADS, CheckpointDataset
+from kaggle_access.client import KaggleAccount
 from orchestrator.backends.base import Rejected, Transient
-from orchestrator.backends.kaggle.checkpoints import MAX_UPLOADS, CheckpointDataset
-from orchestrator.backends.kaggle.client import KaggleAccount
 from tests.kaggle_emulator import Emulator
 from tests.orchestrator.backends.kaggle.conftest import account_on
 from worker.contract import ExpectedCheckpoint

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.backends.kaggle.chaining import SECRET_LABEL
+from kaggle_access.chaining import SECRET_LABEL
 from orchestrator.backends.kaggle.findings import AccountFindings
 from orchestrator.backends.kaggle.preflight import Outcome, Preflight, PreflightTiming, Report
 from tests.kaggle_emulator import Emulator, start_emulator

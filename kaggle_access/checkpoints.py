@@ -27,8 +27,8 @@ from kagglesdk.datasets.types.dataset_api_service import (
     ApiListDatasetFilesResponse,
 )
 
-from orchestrator.backends.base import Rejected, Transient
-from orchestrator.backends.kaggle.client import KaggleAccount, KaggleNotFound
+from kaggle_access.client import KaggleAccount, KaggleNotFound
+from kaggle_access.errors import Rejected, Transient
 from worker.contract import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE, ExpectedCheckpoint
 from worker.manifest import CorruptCheckpoint, sha256_file, verify_checkpoint
 

@@ -16,11 +16,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.base import Rejected, Transient
-from orchestrator.backends.kaggle.checkpoints import CheckpointDataset, PublishedCheckpoint
-from orchestrator.backends.kaggle.client import KaggleAccount, KaggleNotFound, production_client
-from orchestrator.backends.kaggle.kernels import JobKernel, KernelPush
-from orchestrator.backends.kaggle.packaging import kernel_source
+from kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
+from kaggle_access.client import KaggleAccount, KaggleNotFound, production_client
+from kaggle_access.errors import Rejected, Transient
+from kaggle_access.kernel_script import kernel_source
+from kaggle_access.kernels import JobKernel, KernelPush
 from worker.contract import (
     CHECKPOINT_DIR,
     RESULT_FILE,
