@@ -192,6 +192,8 @@ def live_progress(job: Job, active: Segment | None, *, now: datetime) -> LivePro
     beat = active.progress
     if isinstance(beat, dict) and isinstance(beat.get("step"), int):
         return _from_heartbeat(active, beat, job.total_steps)
+    if job.backend != "kaggle":
+        return None  # a heartbeat is on its way (the session is still starting): no guessing
     step_seconds = _previous_step_seconds(active)
     if step_seconds is None or step_seconds <= 0:
         return None

@@ -1,4 +1,4 @@
-"""The read layer's live progress: a heartbeat where one reaches us, an estimate elsewhere."""
+"""The read layer's live progress: a heartbeat where one reaches us, an estimate on Kaggle."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from orchestrator.queries import job_out, live_progress
 NOW = datetime(2026, 11, 19, 8, 0, tzinfo=UTC)
 
 
-def _job() -> Job:
-    return Job(id="j1", user_id="u1", total_steps=1000, state="running", spec={})
+def _job(backend: str = "kaggle") -> Job:
+    return Job(id="j1", user_id="u1", backend=backend, total_steps=1000, state="running", spec={})
 
 
 def _segment(**fields: object) -> Segment:
@@ -49,6 +49,15 @@ def test_an_estimate_never_passes_the_total() -> None:
     progress = live_progress(_job(), _segment(start_step=990), now=NOW)
     assert progress is not None
     assert progress.step == 1000
+
+
+def test_a_local_session_without_a_heartbeat_yet_shows_no_guess() -> None:
+    assert live_progress(_job("local"), _segment(), now=NOW) is None
+    segment = _segment()
+    segment.progress = {"step": 101, "loss": 1.0, "step_seconds": 0.5, "at": NOW.timestamp()}
+    progress = live_progress(_job("local"), segment, now=NOW)
+    assert progress is not None
+    assert (progress.step, progress.estimated) == (101, False)
 
 
 def test_no_progress_before_launch_or_without_a_measured_step_time() -> None:
