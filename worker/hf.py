@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import abc
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sized
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from transformers import Trainer as HFTrainer
@@ -104,11 +104,13 @@ class PositionedDataTrainer(HFTrainer):
     def get_train_dataloader(self) -> torch.utils.data.DataLoader[Any]:
         args = self.args
         dataset = self.train_dataset
-        if not isinstance(dataset, torch.utils.data.Dataset) or not hasattr(dataset, "__len__"):
+        if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
             raise TypeError("PositionedDataTrainer needs a map-style train_dataset with a length")
+        size = len(cast("Sized", dataset))
+        dataset = cast("torch.utils.data.Dataset[Any]", dataset)
         per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps
         sampler = StepPositionedSampler(
-            len(dataset),
+            size,
             seed=args.seed,
             samples_per_step=per_step,
             total_steps=args.max_steps,
