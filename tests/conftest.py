@@ -12,6 +12,7 @@ from sqlalchemy import create_engine, text
 
 from orchestrator.config import Settings
 from orchestrator.db import Database
+from orchestrator.migrate import upgrade
 from orchestrator.service import prestart
 from tests.factories import make_settings, require_services, running_api
 from tests.kaggle_emulator import Emulator, start_emulator
@@ -99,3 +100,22 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         with admin.begin() as connection:
             connection.execute(text(f"DROP SCHEMA {schema} CASCADE"))
         admin.dispose()
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path) -> Iterator[Database]:
+    """A migrated SQLite database of its own, for engine tests without the API."""
+    url = f"sqlite:///{tmp_path / 'baton.db'}"
+    upgrade(url)
+    database = Database(url)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def migrated_db(database_url: str) -> Iterator[Database]:
+    """`database_url` migrated, as a Database: SQLite, and PostgreSQL where it runs."""
+    upgrade(database_url)
+    database = Database(database_url)
+    yield database
+    database.dispose()

@@ -17,9 +17,10 @@ from orchestrator.backends.registry import StaticBackends
 from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.lifecycle import FINISHED_JOB_STATES
-from orchestrator.models import Job
+from orchestrator.models import Job, Segment
 from orchestrator.spec import JobSpec
 from tests.factories import job_spec
+from tests.support.clock import ManualClock
 from tests.support.fake_backend import FakeBackend
 
 
@@ -45,6 +46,23 @@ def reconcile_until_finished(engine: Engine, seconds: float) -> None:
     while time.monotonic() < deadline and not all_finished(engine.db):
         engine.reconcile_all()
         time.sleep(0.01)
+
+
+def tick(engine: Engine, clock: ManualClock, ticks: int) -> None:
+    """Reconcile every due job, then move the clock a second on; `ticks` times."""
+    for _ in range(ticks):
+        engine.reconcile_all()
+        clock.advance(1)
+
+
+def job_and_segments(db: Database, job_id: str) -> tuple[Job, list[Segment]]:
+    with db.transaction() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        segments = list(
+            session.scalars(select(Segment).where(Segment.job_id == job_id).order_by(Segment.index))
+        )
+    return job, segments
 
 
 def main(argv: list[str]) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,9 @@ from orchestrator.backends.base import Transient
 from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, UserAction
-from orchestrator.migrate import upgrade
-from orchestrator.models import Event, Job, Segment
+from orchestrator.models import Event
 from tests.support.clock import ManualClock
-from tests.support.engine_runs import fake_engine, submit_jobs
+from tests.support.engine_runs import fake_engine, job_and_segments, submit_jobs, tick
 from tests.support.fake_backend import FakeBackend
 
 METHODS = ["quota", "find", "launch", "status", "progress", "collect"]
@@ -26,12 +24,8 @@ BUGS = [ValueError("bad archive"), RuntimeError("boom"), AttributeError("'NoneTy
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    url = f"sqlite:///{tmp_path / 'baton.db'}"
-    upgrade(url)
-    database = Database(url)
-    yield database
-    database.dispose()
+def db(sqlite_db: Database) -> Database:
+    return sqlite_db
 
 
 def _setup(
@@ -51,20 +45,6 @@ def _fresh(error: Exception, count: int) -> list[BaseException]:
     return [type(error)(*error.args) for _ in range(count)]
 
 
-def _tick(engine: Engine, clock: ManualClock, ticks: int) -> None:
-    for _ in range(ticks):
-        engine.reconcile_all()
-        clock.advance(1)
-
-
-def _job(db: Database, job_id: str) -> tuple[Job, list[Segment]]:
-    with db.transaction() as session:
-        job = session.get(Job, job_id)
-        assert job is not None
-        segments = list(session.scalars(select(Segment).where(Segment.job_id == job_id)))
-    return job, segments
-
-
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("bug", BUGS, ids=lambda exc: type(exc).__name__)
 def test_a_bug_fails_the_job_once_with_a_reason(
@@ -72,8 +52,8 @@ def test_a_bug_fails_the_job_once_with_a_reason(
 ) -> None:
     engine, _, clock, job_id = _setup(db, tmp_path, {method: _fresh(bug, 100)})
     with caplog.at_level(logging.ERROR):
-        _tick(engine, clock, 60)
-    job, segments = _job(db, job_id)
+        tick(engine, clock, 60)
+    job, segments = job_and_segments(db, job_id)
     assert job.state == "failed"
     assert job.reason is not None
     assert job.reason.startswith(f"internal error ({type(bug).__name__}: {bug}")
@@ -82,7 +62,7 @@ def test_a_bug_fails_the_job_once_with_a_reason(
     tracebacks = len([record for record in caplog.records if record.exc_info])
     assert 1 <= tracebacks <= 2
     with caplog.at_level(logging.ERROR):
-        _tick(engine, clock, 60)
+        tick(engine, clock, 60)
     assert len([record for record in caplog.records if record.exc_info]) == tracebacks
     with db.transaction() as session:
         kinds = session.scalars(select(Event.kind).where(Event.job_id == job_id)).all()
@@ -100,8 +80,8 @@ def test_a_passing_outage_is_waited_out(
 ) -> None:
     engine, _, clock, job_id = _setup(db, tmp_path, {method: _fresh(error, 3)})
     with caplog.at_level(logging.WARNING):
-        _tick(engine, clock, 200)
-    job, segments = _job(db, job_id)
+        tick(engine, clock, 200)
+    job, segments = job_and_segments(db, job_id)
     assert job.state == "succeeded", job.reason
     assert [s.state for s in segments] == ["succeeded"] * 3
     assert not [record for record in caplog.records if record.exc_info]
@@ -113,8 +93,8 @@ def test_retry_after_is_honoured(db: Database, tmp_path: Path, method: str) -> N
         Transient("429 Too Many Requests", retry_after=30) for _ in range(4)
     ]
     engine, backend, clock, job_id = _setup(db, tmp_path, {method: rate_limited})
-    _tick(engine, clock, 400)
-    assert _job(db, job_id)[0].state == "succeeded"
+    tick(engine, clock, 400)
+    assert job_and_segments(db, job_id)[0].state == "succeeded"
     times = [at for name, at in backend.calls if name == method]
     # The first five calls are the four answered 429 and the one after them.
     gaps = [later - earlier for earlier, later in itertools.pairwise(times[:5])]
@@ -126,11 +106,11 @@ def test_a_cancel_that_the_backend_refuses_to_carry_out_still_ends(
     db: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     engine, _, clock, job_id = _setup(db, tmp_path, {"cancel": _fresh(ValueError("cannot"), 100)})
-    _tick(engine, clock, 3)
-    engine.act(_job(db, job_id)[0].user_id, job_id, UserAction.CANCEL)
+    tick(engine, clock, 3)
+    engine.act(job_and_segments(db, job_id)[0].user_id, job_id, UserAction.CANCEL)
     with caplog.at_level(logging.ERROR):
-        _tick(engine, clock, 20)
-    job, segments = _job(db, job_id)
+        tick(engine, clock, 20)
+    job, segments = job_and_segments(db, job_id)
     assert job.state == "cancelled"
     assert [s.state for s in segments] == ["abandoned"]
     assert len([record for record in caplog.records if record.exc_info]) == 1

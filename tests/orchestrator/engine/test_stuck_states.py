@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,36 +10,10 @@ from sqlalchemy import select
 
 from orchestrator.backends.base import Collected, LaunchRequest, SessionStatus
 from orchestrator.db import Database
-from orchestrator.engine import Engine
-from orchestrator.migrate import upgrade
-from orchestrator.models import Checkpoint, Event, Job, Segment
+from orchestrator.models import Checkpoint, Event
 from tests.support.clock import ManualClock
-from tests.support.engine_runs import fake_engine, submit_jobs
+from tests.support.engine_runs import fake_engine, job_and_segments, submit_jobs, tick
 from tests.support.fake_backend import STATE_FILE, FakeBackend, uninterrupted_digest
-
-
-@pytest.fixture
-def db(database_url: str) -> Iterator[Database]:
-    upgrade(database_url)
-    database = Database(database_url)
-    yield database
-    database.dispose()
-
-
-def _tick(engine: Engine, clock: ManualClock, ticks: int) -> None:
-    for _ in range(ticks):
-        engine.reconcile_all()
-        clock.advance(1)
-
-
-def _state(db: Database, job_id: str) -> tuple[Job, list[Segment]]:
-    with db.transaction() as session:
-        job = session.get(Job, job_id)
-        assert job is not None
-        segments = list(
-            session.scalars(select(Segment).where(Segment.job_id == job_id).order_by(Segment.index))
-        )
-    return job, segments
 
 
 class LongWindedBackend(FakeBackend):
@@ -51,6 +24,11 @@ class LongWindedBackend(FakeBackend):
         return Collected(None, None, None, 1.0, "x" * 3000)
 
 
+@pytest.fixture
+def db(migrated_db: Database) -> Database:
+    return migrated_db
+
+
 def test_a_3000_character_reason_fails_the_job_instead_of_looping(
     db: Database, tmp_path: Path
 ) -> None:
@@ -58,8 +36,8 @@ def test_a_3000_character_reason_fails_the_job_instead_of_looping(
     backend = LongWindedBackend(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
     engine = fake_engine(db, backend, tmp_path / "checkpoints", clock=clock)
     (job_id,) = submit_jobs(engine, 1, retry={"max_failures": 0})
-    _tick(engine, clock, 10)
-    job, segments = _state(db, job_id)
+    tick(engine, clock, 10)
+    job, segments = job_and_segments(db, job_id)
     assert job.state == "failed"
     assert job.reason is not None
     assert job.reason.startswith("1 consecutive failed segments; last: xxx")
@@ -85,9 +63,9 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_older_one(
     backend = CorruptingBackend(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
     engine = fake_engine(db, backend, tmp_path / "checkpoints", clock=clock)
     (job_id,) = submit_jobs(engine, 1, total_steps=30)
-    _tick(engine, clock, 30)
+    tick(engine, clock, 30)
 
-    job, segments = _state(db, job_id)
+    job, segments = job_and_segments(db, job_id)
     assert job.state == "succeeded"
     assert [(s.start_step, s.end_step) for s in segments] == [(0, 10), (10, 20), (10, 20), (20, 30)]
     with db.transaction() as session:
@@ -123,10 +101,10 @@ def test_the_orchestrator_kills_a_session_that_outlives_its_limit(
     backend = EndlessBackend(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
     engine = fake_engine(db, backend, tmp_path / "checkpoints", clock=clock)
     (job_id,) = submit_jobs(engine, 1, retry={"max_failures": 0})  # 60 s sessions
-    _tick(engine, clock, 80)
-    assert _state(db, job_id)[0].state == "running"
-    _tick(engine, clock, 20)
-    job, segments = _state(db, job_id)
+    tick(engine, clock, 80)
+    assert job_and_segments(db, job_id)[0].state == "running"
+    tick(engine, clock, 20)
+    job, segments = job_and_segments(db, job_id)
     assert job.state == "failed"
     assert "ran past its hard limit" in (segments[0].error or "")
     assert [c["launch_id"] for c in backend.cancels()] == [segments[0].launch_id]
@@ -152,9 +130,9 @@ def test_two_identical_refusals_fall_back_instead_of_failing_the_job(
     backend = RefusingBackend(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
     engine = fake_engine(db, backend, tmp_path / "checkpoints", clock=clock)
     (job_id,) = submit_jobs(engine, 1, total_steps=30, retry={"max_failures": 2})
-    _tick(engine, clock, 40)
+    tick(engine, clock, 40)
 
-    job, segments = _state(db, job_id)
+    job, segments = job_and_segments(db, job_id)
     assert job.state == "succeeded", job.reason
     expected = [s.launch_spec["expect"]["segment_index"] for s in segments if s.index > 0]
     assert expected == [0, 1, 1, 0, 4]  # refused twice, then never offered again
