@@ -50,13 +50,24 @@ class Outcome:
         return found.group(1).split(" - ")[0] if found else ""
 
 
+SKIPPED_DIRS = {".git", ".venv", ".mypy_cache", ".ruff_cache", ".pytest_cache", "__pycache__"}
+
+
 def tracked_files(root: Path) -> list[str]:
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=root,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
+    """The repository's files as git sees them; every file but caches outside a git checkout."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        return [
+            path.relative_to(root).as_posix()
+            for path in root.rglob("*")
+            if path.is_file() and not SKIPPED_DIRS & set(path.relative_to(root).parts)
+        ]
     return [name for name in listed.split("\0") if name and (root / name).is_file()]
 
 
