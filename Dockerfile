@@ -9,7 +9,6 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY orchestrator orchestrator
 COPY worker worker
-COPY kaggle_access kaggle_access
 COPY trainers trainers
 COPY migrations migrations
 RUN pip install . \

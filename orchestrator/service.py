@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 
-from kaggle_access.client import ClientFactory, production_client
 from orchestrator.api.deps import Services
 from orchestrator.auth import ensure_admin_token
 from orchestrator.backends.local import LocalBackend
@@ -21,6 +20,7 @@ from orchestrator.private_files import make_private, sqlite_file
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox, load_secret_box
 from orchestrator.trainer_lookup import TrainerFinder
+from worker.kaggle_access.client import ClientFactory, production_client
 
 
 def build_backends(

@@ -17,7 +17,6 @@ import redis
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError as DatabaseUnavailable
 
-from kaggle_access.client import ClientFactory, production_client
 from orchestrator.api.deps import Services
 from orchestrator.celery_app import (
     FAN_OUT_TASK,
@@ -35,6 +34,7 @@ from orchestrator.notifier import deliver_due_notifications
 from orchestrator.queries import as_utc
 from orchestrator.service import build_services
 from orchestrator.transitions import StaleState
+from worker.kaggle_access.client import ClientFactory, production_client
 
 log = logging.getLogger(__name__)
 

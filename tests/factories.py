@@ -16,7 +16,6 @@ import uvicorn
 from fastapi.testclient import TestClient
 from kagglesdk import KaggleClient, KaggleEnv
 
-from kaggle_access.client import ClientFactory
 from orchestrator.api.main import create_app
 from orchestrator.backends.sessions import SessionState, cancel_session, session_state
 from orchestrator.config import Settings
@@ -25,6 +24,7 @@ from orchestrator.service import build_services, prestart
 from orchestrator.spec import JobSpec
 from tests.kaggle_emulator.client import point_at
 from tests.support.supervisors import wait_for_supervisors
+from worker.kaggle_access.client import ClientFactory
 
 # Tests run with their trainers' step time scaled by this (CI also runs the chained tests at 0.5
 # and 2): what they assert must hold on a machine twice as fast or twice as slow.

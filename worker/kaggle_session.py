@@ -138,7 +138,7 @@ def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: b
     if options.get("self_chain") and exit_code == 0:
         # Imported only here: the Kaggle client code travels only with self-chaining kernels.
         ensure_kaggle_client()
-        from kaggle_access.chaining import chain
+        from worker.kaggle_access.chaining import chain
 
         deadline = origin + float(segment["limit_seconds"]) - EXIT_SECONDS
         chain(segment, options, code, root / "working", deadline)

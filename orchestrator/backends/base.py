@@ -15,8 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from kaggle_access.errors import BackendError, Gone, Rejected, Transient
 from worker.contract import SegmentResult, SegmentSpec
+from worker.kaggle_access.errors import BackendError, Gone, Rejected, Transient
 from worker.manifest import Manifest
 
 __all__ = [

@@ -6,12 +6,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from kaggle_access.client import (
-    DEFAULT_TIMEOUT_SECONDS,
-    ClientFactory,
-    KaggleAccount,
-    production_client,
-)
 from orchestrator.backends.base import Backend, Rejected
 from orchestrator.backends.kaggle.backend import POLL_SECONDS, KaggleBackend
 from orchestrator.credentials import load_kaggle_credentials
@@ -19,6 +13,12 @@ from orchestrator.db import Database
 from orchestrator.models import Job
 from orchestrator.secret_box import SecretBox
 from orchestrator.spec import KaggleSpec
+from worker.kaggle_access.client import (
+    DEFAULT_TIMEOUT_SECONDS,
+    ClientFactory,
+    KaggleAccount,
+    production_client,
+)
 
 
 class BackendResolver(Protocol):

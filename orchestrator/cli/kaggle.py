@@ -13,12 +13,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from kaggle_access.client import KaggleAccount
 from orchestrator.backends.kaggle.findings import AccountFindings
 from orchestrator.backends.kaggle.preflight import Outcome, Preflight, Report
 from orchestrator.cli import render
 from orchestrator.cli.account import _read_key
 from orchestrator.config import Settings
+from worker.kaggle_access.client import KaggleAccount
 
 kaggle_app = typer.Typer(help="Kaggle: check what works on your account.")
 

@@ -47,7 +47,7 @@ from kagglesdk.kernels.types.kernels_api_service import ApiGetKernelSessionStatu
 url = os.environ["BATON_KAGGLE_API_URL"]
 key = UserSecretsClient().get_secret("BATON_KAGGLE_KEY")
 # Baton's own override: kagglesdk would otherwise prefer the session's KAGGLE_API_V1_TOKEN.
-from kaggle_access.client import authenticate_as
+from worker.kaggle_access.client import authenticate_as
 client = authenticate_as(KaggleClient(env=KaggleEnv.TEST), "alice", key)
 request = ApiGetKernelSessionStatusRequest()
 request.user_name, request.kernel_slug = "alice", "chain"

@@ -14,10 +14,6 @@ from typing import Any
 
 from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
 
-from kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
-from kaggle_access.client import KaggleAccount
-from kaggle_access.kernel_script import kernel_source
-from kaggle_access.kernels import JobKernel, KernelPush, KernelStatus
 from orchestrator.backends.base import (
     Collected,
     LaunchRequest,
@@ -32,6 +28,10 @@ from orchestrator.backends.kaggle.packaging import code_archive
 from orchestrator.launch_id import LaunchId
 from orchestrator.spec import Accelerator, KaggleSpec
 from worker.contract import CHECKPOINT_DIR, RESULT_FILE, ExpectedCheckpoint, SegmentResult
+from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
+from worker.kaggle_access.client import KaggleAccount
+from worker.kaggle_access.kernel_script import kernel_source
+from worker.kaggle_access.kernels import JobKernel, KernelPush, KernelStatus
 from worker.manifest import CorruptCheckpoint, verify_checkpoint
 
 # A status still RUNNING this long after the session's own limit (counted from the first RUNNING
@@ -134,7 +134,7 @@ class KaggleBackend:
                 dataset_sources=[self._checkpoint_source(published), *push.dataset_sources],
             )
             kernel_options["checkpoint_file"] = published.file_name
-        code = code_archive(spec.trainer, self_chain=self.options.self_chain)
+        code = code_archive(spec.trainer)
         source = kernel_source(request.launch_id, spec, kernel_options, code)
         pushed = self.kernel.push(source, push)
         handle = KaggleHandle(

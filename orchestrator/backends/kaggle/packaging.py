@@ -1,10 +1,10 @@
 """Builds the source of a segment's kernel: Baton's code embedded in one self-contained script.
 
-Packaging choice: the worker package, the trainer's top-level package and the Kaggle client code
-a self-chaining kernel needs are embedded in the script as a base64 tar.gz (a few hundred KB at
-most), unpacked to a temp dir at start-up. No code dataset to keep in sync: a kernel version's
-source is exactly the code it ran. Credentials are never embedded: a self-chaining kernel reads
-its key from a Kaggle Secret the user attached.
+Packaging choice: the worker package (which holds the Kaggle client code a self-chaining kernel
+needs) and the trainer's top-level package are embedded in the script as a base64 tar.gz (a few
+hundred KB at most), unpacked to a temp dir at start-up. No code dataset to keep in sync: a
+kernel version's source is exactly the code it ran. Credentials are never embedded: a
+self-chaining kernel reads its key from a Kaggle Secret the user attached.
 """
 
 from __future__ import annotations
@@ -16,10 +16,6 @@ from pathlib import Path
 
 MAX_CODE_BYTES = 900 * 1024
 _SKIP = ("__pycache__", ".pyc", ".pyo")
-
-# Modules a self-chaining kernel imports besides the worker and the trainer: the Kaggle client
-# code, which needs neither the database nor the web stack.
-SELF_CHAIN_PACKAGE = "kaggle_access"
 
 
 def _package_root(module: str) -> Path:
@@ -41,16 +37,15 @@ def _add_tree(archive: tarfile.TarFile, path: Path, name: str) -> None:
             archive.add(file, arcname=f"{name}/{file.relative_to(path).as_posix()}")
 
 
-def code_archive(trainer: str, *, self_chain: bool) -> bytes:
-    """tar.gz of the worker package, the trainer's package and, for self-chaining, client code."""
+def code_archive(trainer: str) -> bytes:
+    """tar.gz of the worker package (with the Kaggle client code a self-chaining kernel needs,
+    worker/kaggle_access) and the trainer's package."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         _add_tree(archive, _package_root("worker"), "worker")
         trainer_root = _package_root(trainer.partition(":")[0])
         if trainer_root.name != "worker":
             _add_tree(archive, trainer_root, trainer_root.name)
-        if self_chain:
-            _add_tree(archive, _package_root(SELF_CHAIN_PACKAGE), SELF_CHAIN_PACKAGE)
     data = buffer.getvalue()
     if len(data) > MAX_CODE_BYTES:
         raise ValueError(

@@ -34,12 +34,12 @@ from kagglesdk.kernels.types.kernels_api_service import (
     ApiGetAcceleratorQuotaStatisticsRequest,
 )
 
-from kaggle_access.chaining import SECRET_LABEL
-from kaggle_access.client import KaggleAccount, KaggleAuthError
-from kaggle_access.kernels import JobKernel, KernelPush, KernelStatus
 from orchestrator.backends.base import BackendError, Gone
 from orchestrator.backends.kaggle.findings import AccountFindings, Findings
 from orchestrator.backends.kaggle.packaging import code_archive
+from worker.kaggle_access.chaining import SECRET_LABEL
+from worker.kaggle_access.client import KaggleAccount, KaggleAuthError
+from worker.kaggle_access.kernels import JobKernel, KernelPush, KernelStatus
 from worker.kaggle_probe import REPORT_FILE
 
 MARKER = "baton-preflight.txt"
@@ -213,7 +213,7 @@ class Preflight:
         return False
 
     def _probe_kernel(self, report: Report, version: int) -> None:
-        code = code_archive("worker", self_chain=True)
+        code = code_archive("worker")
         options = {"marker": MARKER, "secret_label": SECRET_LABEL}
         source = _PROBE.format(code=base64.b64encode(code).decode(), options=options)
         pinned = f"{self.account.username}/{self.dataset_slug}/{version}"

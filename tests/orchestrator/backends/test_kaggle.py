@@ -15,8 +15,6 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from kaggle_access.chaining import SECRET_LABEL
-from kaggle_access.kernel_script import launch_id_of
 from orchestrator.backends.kaggle.backend import dataset_slug, kernel_slug
 from orchestrator.config import Settings
 from tests.factories import (
@@ -29,6 +27,8 @@ from tests.factories import (
 )
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
+from worker.kaggle_access.chaining import SECRET_LABEL
+from worker.kaggle_access.kernel_script import launch_id_of
 
 pytestmark = pytest.mark.slow
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kaggle_access.client import KaggleAccount
 from tests.factories import emulator_clients
 from tests.kaggle_emulator import Emulator, start_emulator
+from worker.kaggle_access.client import KaggleAccount
 
 FAST = {
     "queue_seconds": 0.2,

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from kaggle_access.client import KaggleAccount
-from kaggle_access.kernels import JobKernel, KernelPush
 from orchestrator.backends.base import SessionStatus, Transient
 from orchestrator.backends.kaggle.backend import KaggleBackend, KaggleHandle, kernel_slug
 from orchestrator.spec import KaggleSpec
@@ -17,6 +15,8 @@ from tests.factories import kaggle_spec
 from tests.kaggle_emulator import Emulator, ManualClock, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
 from tests.orchestrator.backends.kaggle.conftest import FAST, account_on
+from worker.kaggle_access.client import KaggleAccount
+from worker.kaggle_access.kernels import JobKernel, KernelPush
 
 CPU_PUSH = KernelPush(None, 60, False, True, [], [], [], None)
 SLEEP = "import time\ntime.sleep(60)\n"

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from kagglesdk.datasets.types.dataset_enums import DatabundleVersionStatus
 
-from kaggle_access.checkpoints import MAX_UPLOADS, CheckpointDataset
-from kaggle_access.client import KaggleAccount
 from orchestrator.backends.base import Rejected, Transient
 from tests.kaggle_emulator import Emulator
 from tests.orchestrator.backends.kaggle.conftest import account_on
 from worker.contract import ExpectedCheckpoint
+from worker.kaggle_access.checkpoints import MAX_UPLOADS, CheckpointDataset
+from worker.kaggle_access.client import KaggleAccount
 from worker.manifest import write_manifest
 
 EXPECT = ExpectedCheckpoint("j1", 0, 10)

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
 
-from kaggle_access.client import KaggleAccount, KaggleAuthError, KaggleNotFound
-from kaggle_access.kernels import JobKernel, KernelPush
 from orchestrator.backends.base import Gone, Transient
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.orchestrator.backends.kaggle.conftest import FAST, account_on
+from worker.kaggle_access.client import KaggleAccount, KaggleAuthError, KaggleNotFound
+from worker.kaggle_access.kernels import JobKernel, KernelPush
 
 
 def _quota(account: KaggleAccount) -> object:

@@ -13,16 +13,16 @@ from orchestrator.backends.kaggle.packaging import code_archive
 _IMPORT_KERNEL_SIDE = """
 import sys
 sys.path.insert(0, sys.argv[1])
-import kaggle_access.chaining, worker.kaggle_session, worker.kaggle_probe
+import worker.kaggle_access.chaining, worker.kaggle_session, worker.kaggle_probe
 loaded = sorted(name for name in sys.modules if name.split(".")[0] == "orchestrator")
 assert not loaded, loaded
-assert kaggle_access.chaining.__file__.startswith(sys.argv[1]), kaggle_access.chaining.__file__
+assert worker.kaggle_access.chaining.__file__.startswith(sys.argv[1])
 print("standalone")
 """
 
 
 def test_the_self_chaining_code_imports_without_the_orchestrator(tmp_path: Path) -> None:
-    with tarfile.open(fileobj=io.BytesIO(code_archive("worker", self_chain=True))) as archive:
+    with tarfile.open(fileobj=io.BytesIO(code_archive("worker"))) as archive:
         archive.extractall(tmp_path / "code", filter="data")
     assert not (tmp_path / "code" / "orchestrator").exists()
     done = subprocess.run(

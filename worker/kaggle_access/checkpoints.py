@@ -27,9 +27,9 @@ from kagglesdk.datasets.types.dataset_api_service import (
     ApiListDatasetFilesResponse,
 )
 
-from kaggle_access.client import KaggleAccount, KaggleNotFound
-from kaggle_access.errors import Rejected, Transient
 from worker.contract import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE, ExpectedCheckpoint
+from worker.kaggle_access.client import KaggleAccount, KaggleNotFound
+from worker.kaggle_access.errors import Rejected, Transient
 from worker.manifest import CorruptCheckpoint, sha256_file, verify_checkpoint
 
 # How long an uploaded version may take to show up before it is presumed lost and uploaded again.

@@ -16,11 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
-from kaggle_access.client import KaggleAccount, KaggleNotFound, production_client
-from kaggle_access.errors import Rejected, Transient
-from kaggle_access.kernel_script import kernel_source
-from kaggle_access.kernels import JobKernel, KernelPush
 from worker.contract import (
     CHECKPOINT_DIR,
     RESULT_FILE,
@@ -30,6 +25,11 @@ from worker.contract import (
     SegmentResult,
     SegmentSpec,
 )
+from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
+from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, production_client
+from worker.kaggle_access.errors import Rejected, Transient
+from worker.kaggle_access.kernel_script import kernel_source
+from worker.kaggle_access.kernels import JobKernel, KernelPush
 
 SECRET_LABEL = "BATON_KAGGLE_KEY"
 # Estimates learned here are padded like the orchestrator pads its own (planner.py).

@@ -28,9 +28,9 @@ from kagglesdk.kernels.types.kernels_api_service import (
     ApiSaveKernelRequest,
 )
 
-from kaggle_access.client import KaggleAccount, KaggleNotFound
-from kaggle_access.errors import Rejected, Transient
-from kaggle_access.kernel_script import launch_id_of
+from worker.kaggle_access.client import KaggleAccount, KaggleNotFound
+from worker.kaggle_access.errors import Rejected, Transient
+from worker.kaggle_access.kernel_script import launch_id_of
 
 # Refusals that clear up by themselves: try again on a later tick, don't count a failure.
 _BUSY = re.compile(r"maximum batch (gpu|cpu|tpu) session|quota|rate limit|try again", re.IGNORECASE)
