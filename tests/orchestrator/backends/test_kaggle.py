@@ -97,7 +97,11 @@ def flaky_kaggle(tmp_path: Path) -> Iterator[tuple[TestClient, Emulator]]:
             api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
             emulator.faults.reseed(11)
             emulator.faults.rate = 0.1
-            # And one push that starts its session but loses its response.
+            # Every kind at least once, however few calls a fast run makes: a status read
+            # answered 429, one answered 500, one dropped after the call timeout...
+            for kind in (FaultKind.RATE_LIMITED, FaultKind.SERVER_ERROR, FaultKind.DROP):
+                emulator.faults.fail_next("GetKernelSessionStatus", kind)
+            # ...and one push that starts its session but loses its response.
             emulator.faults.fail_next("SaveKernel", FaultKind.LOST_RESPONSE)
             yield api, emulator
 
