@@ -8,10 +8,10 @@ each Celery worker on its own metrics port (`baton worker --metrics-port`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import (
@@ -40,6 +40,9 @@ from orchestrator.backends.registry import BackendResolver
 from orchestrator.db import Database
 from orchestrator.lifecycle import JobState
 from orchestrator.models import Job, Segment, utcnow
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # Sessions run from seconds (tests, the demo) to Kaggle's 12 h.
 SEGMENT_SECONDS_BUCKETS = (5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200)
@@ -184,71 +187,39 @@ class CountingBackend:
     def slot(self) -> Slot:
         return self.inner.slot
 
-    def _count(self, error: BackendError) -> None:
-        BACKEND_ERRORS.labels(self.name, error_kind(error)).inc()
+    def _counted(self, method: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return method(*args, **kwargs)
+        except BackendError as error:
+            BACKEND_ERRORS.labels(self.name, error_kind(error)).inc()
+            raise
 
     def launch(self, request: LaunchRequest) -> str:
-        try:
-            return self.inner.launch(request)
-        except BackendError as error:
-            self._count(error)
-            raise
+        return self._counted(self.inner.launch, request)
 
     def find(self, launch_id: str) -> str | None:
-        try:
-            return self.inner.find(launch_id)
-        except BackendError as error:
-            self._count(error)
-            raise
+        return self._counted(self.inner.find, launch_id)
 
     def status(self, handle: str) -> SessionStatus:
-        try:
-            return self.inner.status(handle)
-        except BackendError as error:
-            self._count(error)
-            raise
+        return self._counted(self.inner.status, handle)
 
     def collect(self, handle: str, store: Path) -> Collected:
-        try:
-            return self.inner.collect(handle, store)
-        except BackendError as error:
-            self._count(error)
-            raise
+        return self._counted(self.inner.collect, handle, store)
 
     def cancel(self, handle: str) -> bool:
-        try:
-            return self.inner.cancel(handle)
-        except BackendError as error:
-            self._count(error)
-            raise
+        return self._counted(self.inner.cancel, handle)
 
     def request_stop(self, handle: str) -> None:
-        try:
-            self.inner.request_stop(handle)
-        except BackendError as error:
-            self._count(error)
-            raise
+        self._counted(self.inner.request_stop, handle)
 
     def quota(self) -> Quota | None:
-        try:
-            return self.inner.quota()
-        except BackendError as error:
-            self._count(error)
-            raise
+        return self._counted(self.inner.quota)
 
     def log(self, handle: str) -> str | None:
-        try:
-            return self.inner.log(handle)
-        except BackendError as error:
-            self._count(error)
-            raise
+        return self._counted(self.inner.log, handle)
 
     def progress(self, handle: str) -> dict[str, Any] | None:
-        try:
-            return self.inner.progress(handle)
-        except BackendError as error:
-            self._count(error)
-            raise
+        return self._counted(self.inner.progress, handle)
 
 
 class CountingBackends:
