@@ -22,6 +22,7 @@ from orchestrator.config import Settings
 from orchestrator.reference import run_uninterrupted
 from orchestrator.service import build_services, prestart
 from orchestrator.spec import JobSpec
+from tests.kaggle_emulator import Emulator, start_emulator
 from tests.kaggle_emulator.client import point_at
 from tests.support.supervisors import wait_for_supervisors
 from worker.kaggle_access.client import ClientFactory
@@ -190,3 +191,21 @@ def reference_digest(spec: dict[str, Any], workdir: Path) -> str:
 def require_services() -> bool:
     """In CI (BATON_REQUIRE_SERVICES=1) a missing PostgreSQL or Redis fails instead of skipping."""
     return os.environ.get("BATON_REQUIRE_SERVICES") == "1"
+
+
+# Emulator timings for tests that talk to it directly: sessions queue, datasets process and fresh
+# versions 404 for a fraction of a second.
+FAST_EMULATOR = {
+    "queue_seconds": 0.2,
+    "grace_seconds": 0.5,
+    "dataset_processing_seconds": 0.6,
+    "dataset_not_found_seconds": 0.2,
+}
+
+
+@contextmanager
+def fast_emulator(root: Path) -> Iterator[Emulator]:
+    """An emulator with FAST_EMULATOR timings that must end without an internal error."""
+    with start_emulator(root, **FAST_EMULATOR) as running:
+        yield running
+        assert running.internal_errors == []

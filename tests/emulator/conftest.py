@@ -8,21 +8,14 @@ from pathlib import Path
 import pytest
 from kagglesdk import KaggleClient
 
-from tests.kaggle_emulator import Emulator, start_emulator
-
-FAST = {
-    "queue_seconds": 0.2,
-    "grace_seconds": 0.5,
-    "dataset_processing_seconds": 0.6,
-    "dataset_not_found_seconds": 0.2,
-}
+from tests.factories import fast_emulator
+from tests.kaggle_emulator import Emulator
 
 
 @pytest.fixture
 def emulator(tmp_path: Path) -> Iterator[Emulator]:
-    with start_emulator(tmp_path / "emulator", **FAST) as running:
+    with fast_emulator(tmp_path / "emulator") as running:
         yield running
-        assert running.internal_errors == []
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import requests
 from kagglesdk import KaggleClient
 
 from tests.emulator import calls
-from tests.emulator.conftest import FAST
+from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 
 
@@ -39,7 +39,7 @@ def test_ten_percent_faults_never_leave_side_effects(emulator: Emulator) -> None
 
 def test_faults_are_deterministic_for_a_seed(tmp_path: Path) -> None:
     def run(root: Path) -> list[tuple[str, FaultKind]]:
-        with start_emulator(root, **FAST) as emulator:
+        with start_emulator(root, **FAST_EMULATOR) as emulator:
             emulator.faults.rate = 0.3
             emulator.faults.reseed(3)
             for _ in range(15):

@@ -12,7 +12,7 @@ from requests import HTTPError
 
 from tests.emulator import calls
 from tests.emulator.calls import TERMINAL
-from tests.emulator.conftest import FAST
+from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, start_emulator
 
 WRITE_25_FILES = """
@@ -128,7 +128,7 @@ def test_third_gpu_push_is_refused_like_kaggle(emulator: Emulator, client: Kaggl
 
 
 def test_gpu_overflow_can_queue_instead(tmp_path: Path) -> None:
-    with start_emulator(tmp_path, **FAST, gpu_overflow="queue") as emulator:
+    with start_emulator(tmp_path, **FAST_EMULATOR, gpu_overflow="queue") as emulator:
         client = emulator.client()
         calls.push(client, "alice/gpu-a", SLEEP_FOREVER, machine_shape="NvidiaTeslaT4")
         calls.push(client, "alice/gpu-b", SLEEP_FOREVER, machine_shape="NvidiaTeslaT4")
@@ -153,7 +153,7 @@ def test_stuck_running_fault_hides_completion(emulator: Emulator, client: Kaggle
 
 def test_another_users_private_kernel_is_forbidden(tmp_path: Path) -> None:
     users = {"alice": "alice-key", "bob": "bob-key"}
-    with start_emulator(tmp_path, **FAST, users=users) as emulator:
+    with start_emulator(tmp_path, **FAST_EMULATOR, users=users) as emulator:
         calls.push(emulator.client("alice"), "alice/private", "print('mine')\n")
         with pytest.raises(HTTPError) as denied:
             calls.status(emulator.client("bob"), "alice/private")

@@ -10,7 +10,7 @@ from pathlib import Path
 from kagglesdk import KaggleClient, KaggleEnv
 
 from tests.emulator import calls
-from tests.emulator.conftest import FAST
+from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import start_emulator
 from tests.kaggle_emulator.options import REPO_ROOT
 
@@ -28,7 +28,7 @@ print("allowed", stats.gpu_quota.total_time_allowed.total_seconds())
 
 
 def test_a_session_reaches_the_emulator_on_its_ephemeral_port(tmp_path: Path) -> None:
-    with start_emulator(tmp_path, **FAST) as emulator:
+    with start_emulator(tmp_path, **FAST_EMULATOR) as emulator:
         assert emulator.port != 7777
         client = emulator.client()
         calls.push(client, "alice/call-back", _CALL_BACK)

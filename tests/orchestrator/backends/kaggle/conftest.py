@@ -7,23 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.factories import emulator_clients
-from tests.kaggle_emulator import Emulator, start_emulator
+from tests.factories import emulator_clients, fast_emulator
+from tests.kaggle_emulator import Emulator
 from worker.kaggle_access.client import KaggleAccount
-
-FAST = {
-    "queue_seconds": 0.2,
-    "grace_seconds": 0.5,
-    "dataset_processing_seconds": 0.6,
-    "dataset_not_found_seconds": 0.2,
-}
 
 
 @pytest.fixture
 def emulator(tmp_path: Path) -> Iterator[Emulator]:
-    with start_emulator(tmp_path / "emulator", **FAST) as running:
+    with fast_emulator(tmp_path / "emulator") as running:
         yield running
-        assert running.internal_errors == []
 
 
 def account_on(

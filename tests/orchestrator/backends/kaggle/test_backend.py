@@ -11,10 +11,10 @@ import pytest
 from orchestrator.backends.base import SessionStatus, Transient
 from orchestrator.backends.kaggle.backend import KaggleBackend, KaggleHandle, kernel_slug
 from orchestrator.spec import KaggleSpec
-from tests.factories import kaggle_spec
+from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, ManualClock, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
-from tests.orchestrator.backends.kaggle.conftest import FAST, account_on
+from tests.orchestrator.backends.kaggle.conftest import account_on
 from worker.kaggle_access.client import KaggleAccount
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 
@@ -58,7 +58,7 @@ def _wait_status(emulator: Emulator, ref: str, version: int, wanted: set[WorkerS
 def test_a_long_gpu_queue_is_neither_collected_nor_pushed_again(tmp_path: Path) -> None:
     clock = ManualClock()
     with start_emulator(
-        tmp_path / "emulator", **FAST | {"queue_seconds": 1200}, clock=clock
+        tmp_path / "emulator", **FAST_EMULATOR | {"queue_seconds": 1200}, clock=clock
     ) as emulator:
         account = account_on(emulator)
         backend = _backend(account, tmp_path, clock)

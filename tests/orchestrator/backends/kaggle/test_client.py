@@ -8,8 +8,9 @@ import pytest
 from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
 
 from orchestrator.backends.base import Gone, Transient
+from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
-from tests.orchestrator.backends.kaggle.conftest import FAST, account_on
+from tests.orchestrator.backends.kaggle.conftest import account_on
 from worker.kaggle_access.client import KaggleAccount, KaggleAuthError, KaggleNotFound
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 
@@ -38,7 +39,7 @@ def test_acting_on_another_users_kernel_is_rejected_not_retried(emulator: Emulat
 
 
 def test_kernels_output_refusal_raised_as_value_error_is_classified(tmp_path: Path) -> None:
-    with start_emulator(tmp_path / "two", **FAST, users={"alice": "a", "bob": "b"}) as two:
+    with start_emulator(tmp_path / "two", **FAST_EMULATOR, users={"alice": "a", "bob": "b"}) as two:
         JobKernel(account_on(two, "bob", "b"), "private").push("print(1)\n", PUSH)
         # KaggleApi.kernels_output turns the 403 into a ValueError; Baton sees a refusal.
         with pytest.raises(KaggleAuthError):
@@ -59,7 +60,7 @@ def test_rate_limit_is_transient_with_kaggles_retry_after(
 
 
 def test_the_emulators_own_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
-    with start_emulator(tmp_path, **FAST, rate_limit_per_minute=3) as emulator:
+    with start_emulator(tmp_path, **FAST_EMULATOR, rate_limit_per_minute=3) as emulator:
         account = account_on(emulator)
         for _ in range(3):
             _quota(account)
@@ -113,7 +114,7 @@ def test_a_new_style_api_token_works_as_bearer(emulator: Emulator) -> None:
 
 def test_two_users_each_act_on_their_own_account(tmp_path: Path) -> None:
     users = {"alice": "alice-key", "bob": "bob-key"}
-    with start_emulator(tmp_path, **FAST, users=users) as emulator:
+    with start_emulator(tmp_path, **FAST_EMULATOR, users=users) as emulator:
         for user, key in users.items():
             JobKernel(account_on(emulator, user, key), "job").push("print(1)\n", PUSH)
         assert {c.user for c in emulator.calls("SaveKernel")} == {"alice", "bob"}

@@ -10,8 +10,9 @@ import pytest
 
 from orchestrator.backends.kaggle.findings import AccountFindings
 from orchestrator.backends.kaggle.preflight import Outcome, Preflight, PreflightTiming, Report
+from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, start_emulator
-from tests.orchestrator.backends.kaggle.conftest import FAST, account_on
+from tests.orchestrator.backends.kaggle.conftest import account_on
 from worker.kaggle_access.chaining import SECRET_LABEL
 
 TIMING = PreflightTiming(poll_seconds=0.2, wait_seconds=60, timeout_probe_seconds=2)
@@ -40,7 +41,7 @@ def _cleaned(emulator: Emulator, preflight: Preflight) -> bool:
 
 
 def test_the_preflight_passes_and_records_what_it_measured(tmp_path: Path) -> None:
-    with start_emulator(tmp_path / "emulator", **FAST) as emulator:
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR) as emulator:
         report, preflight = _check(emulator, tmp_path)
         assert report.passed, report.checks
         assert set(_outcomes(report).values()) == {Outcome.OK}, report.checks
@@ -73,7 +74,7 @@ def test_the_preflight_passes_and_records_what_it_measured(tmp_path: Path) -> No
 def test_the_preflight_reports_each_divergence(
     tmp_path: Path, divergence: dict[str, Any], check: str, finding: dict[str, Any]
 ) -> None:
-    with start_emulator(tmp_path / "emulator", **FAST | divergence) as emulator:
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR | divergence) as emulator:
         report, preflight = _check(emulator, tmp_path)
         assert report.passed, report.checks
         assert _cleaned(emulator, preflight)
@@ -86,7 +87,7 @@ def test_the_preflight_reports_each_divergence(
 
 
 def test_an_unattached_secret_is_reported_not_fatal(tmp_path: Path) -> None:
-    with start_emulator(tmp_path / "emulator", **FAST) as emulator:
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR) as emulator:
         report, _ = _check(emulator, tmp_path, attach=False)
     assert report.passed
     assert _outcomes(report)["secret"] is Outcome.WARN
@@ -94,7 +95,7 @@ def test_an_unattached_secret_is_reported_not_fatal(tmp_path: Path) -> None:
 
 
 def test_wrong_credentials_fail_the_first_check_and_store_nothing(tmp_path: Path) -> None:
-    with start_emulator(tmp_path / "emulator", **FAST) as emulator:
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR) as emulator:
         findings = AccountFindings(tmp_path / "accounts" / "alice.json")
         report = Preflight(account_on(emulator, "alice", "wrong"), findings, TIMING).run()
     assert not report.passed
