@@ -55,9 +55,11 @@ def build_secret_box(settings: Settings) -> SecretBox:
 def prestart(settings: Settings) -> None:
     """Make the data dir (private: 0700, umask 077), check the secret keys, apply migrations,
     make sure of an admin token."""
+    if settings.secret_keys is not None:
+        # A bad BATON_SECRET_KEYS fails before anything is created, with an error naming it.
+        build_secret_box(settings)
     make_private(settings.data_dir, sqlite_file(settings.resolved_database_url))
-    # Fail on a bad BATON_SECRET_KEYS before anything else, with an error naming it.
-    build_secret_box(settings)
+    build_secret_box(settings)  # with no keys set, this makes data_dir/secret.key once
     upgrade(settings.resolved_database_url)
     db = Database(settings.resolved_database_url)
     try:
