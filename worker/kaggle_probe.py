@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from worker.kaggle_access.secrets import read_secret
 from worker.kaggle_session import kaggle_root, session_origin
 from worker.proctime import process_start_time
 
@@ -25,12 +26,7 @@ def find_marker(input_dir: Path, marker: str) -> str | None:
 
 
 def secret_readable(label: str) -> bool:
-    try:
-        from kaggle_secrets import UserSecretsClient
-
-        return bool(UserSecretsClient().get_secret(label))
-    except Exception:
-        return False
+    return read_secret(label) is not None
 
 
 def probe(options: dict[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, productio
 from worker.kaggle_access.errors import Rejected, Transient
 from worker.kaggle_access.kernel_script import kernel_source
 from worker.kaggle_access.kernels import JobKernel, KernelPush
+from worker.kaggle_access.secrets import read_secret
 
 SECRET_LABEL = "BATON_KAGGLE_KEY"
 # Estimates learned here are padded like the orchestrator pads its own (planner.py).
@@ -47,13 +48,9 @@ def launch_id(job_id: str, segment_index: int) -> str:
 
 
 def secret_key() -> str | None:
-    try:
-        from kaggle_secrets import UserSecretsClient
-
-        value: str = UserSecretsClient().get_secret(SECRET_LABEL)
-    except Exception as exc:  # the module or the attachment is missing: no chaining
-        log.warning("no Kaggle Secret %s attached (%s); the orchestrator chains", SECRET_LABEL, exc)
-        return None
+    value = read_secret(SECRET_LABEL)
+    if value is None:
+        log.warning("no Kaggle Secret %s readable; the orchestrator chains", SECRET_LABEL)
     return value
 
 

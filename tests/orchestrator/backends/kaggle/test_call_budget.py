@@ -4,7 +4,6 @@ Retry-After waited out. The engine runs on a fake clock; the session runs for re
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 
@@ -15,7 +14,6 @@ from orchestrator.backends.base import Backend
 from orchestrator.backends.kaggle.backend import KaggleBackend
 from orchestrator.db import Database
 from orchestrator.engine import Engine
-from orchestrator.migrate import upgrade
 from orchestrator.models import Job
 from orchestrator.spec import JobSpec, KaggleSpec
 from tests.factories import kaggle_spec
@@ -46,12 +44,8 @@ class _KaggleFor:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    url = f"sqlite:///{tmp_path / 'baton.db'}"
-    upgrade(url)
-    database = Database(url)
-    yield database
-    database.dispose()
+def db(sqlite_db: Database) -> Database:
+    return sqlite_db
 
 
 def test_ten_minutes_of_a_running_self_chained_job_stay_within_the_budget(
