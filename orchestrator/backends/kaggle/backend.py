@@ -32,6 +32,7 @@ from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpo
 from worker.kaggle_access.client import KaggleAccount
 from worker.kaggle_access.kernel_script import kernel_source
 from worker.kaggle_access.kernels import JobKernel, KernelPush, KernelStatus
+from worker.kaggle_access.sources import check_dataset_sources
 from worker.manifest import CorruptCheckpoint, verify_checkpoint
 
 # A status still RUNNING this long after the session's own limit (counted from the first RUNNING
@@ -114,6 +115,8 @@ class KaggleBackend:
 
     def launch(self, request: LaunchRequest) -> str:
         spec = request.spec
+        # Before anything is published or pushed: a session cannot be stopped once started.
+        check_dataset_sources(self.account, list(self.options.dataset_sources))
         push = KernelPush(
             machine_shape=self.options.machine_shape,
             timeout_seconds=int(spec.limit_seconds),
