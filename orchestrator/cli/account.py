@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import getpass
+import re
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,7 +14,7 @@ from pydantic import ValidationError
 from typer.core import TyperGroup
 
 from orchestrator.api.routes.credentials import KaggleCredentialsOut
-from orchestrator.api.routes.tokens import TokenOut
+from orchestrator.api.routes.tokens import NewToken, TokenIn, TokenOut
 from orchestrator.auth import issue_token
 from orchestrator.cli import render
 from orchestrator.cli.context import connect
@@ -21,6 +23,7 @@ from orchestrator.cli.settings import KEYS, config_path, read_config, write_conf
 from orchestrator.config import Settings
 from orchestrator.credentials import KaggleCredentialsIn
 from orchestrator.db import Database
+from orchestrator.models import utcnow
 from orchestrator.service import prestart
 
 
@@ -38,18 +41,70 @@ token_app = typer.Typer(
 )
 
 
+_DURATION = re.compile(r"^(\d+)([mhdw])$")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_expiry(value: str, now: datetime) -> datetime:
+    """`30d`, `12h`, `90m`, `2w` from now, or an ISO 8601 time with its UTC offset."""
+    duration = _DURATION.match(value.strip())
+    if duration:
+        return now + timedelta(**{_UNITS[duration[2]]: int(duration[1])})
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise CliError(
+            f"--expires {value!r}: give a duration (30d, 12h, 90m, 2w) or an ISO 8601 time "
+            "with its offset (2027-01-31T00:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        raise CliError(f"--expires {value!r}: add the UTC offset (Z or +01:00)")
+    return moment
+
+
+def _token_request(label: str, expires: str | None) -> TokenIn:
+    """The API's own model checks the label and the expiry (in the future, under 10 years)."""
+    expires_at = parse_expiry(expires, utcnow()) if expires is not None else None
+    try:
+        return TokenIn(name=label, expires_at=expires_at)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'token'}: {e['msg']}" for e in exc.errors()
+        )
+        raise CliError(f"cannot create the token: {problems}") from None
+
+
 @token_app.command("create")
 def token_create(
-    user: Annotated[str, typer.Argument(help="the user (created if new)")],
+    ctx: typer.Context,
+    user: Annotated[
+        str | None,
+        typer.Argument(
+            help="on the server's machine: the user (created if new); "
+            "left out: a token for yourself, through the API"
+        ),
+    ] = None,
     label: Annotated[str, typer.Option(help="a name for the token")] = "cli",
+    expires: Annotated[
+        str | None,
+        typer.Option(help="when the token stops working: 30d, 12h, 90m, 2w or an ISO 8601 time"),
+    ] = None,
 ) -> None:
-    """Create a user if new and print a new API token for it, once (on the server's machine)."""
+    """Print a new API token, once: for USER (on the server's machine) or for yourself."""
+    request = _token_request(label, expires)
+    if user is None:
+        with connect(ctx) as client:
+            created: NewToken = client.call(
+                "POST", "/api/v1/tokens", NewToken, body=request.model_dump(mode="json")
+            )
+        print(created.token)
+        return
     settings = Settings()
     prestart(settings)
     db = Database(settings.resolved_database_url)
     try:
         with db.transaction() as session:
-            token = issue_token(session, user, label)
+            token = issue_token(session, user, request.name, expires_at=request.expires_at)
     finally:
         db.dispose()
     # Shown once, to the person who asked for it; only its hash is stored.

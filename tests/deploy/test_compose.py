@@ -12,6 +12,8 @@ import copy
 import json
 import re
 import shlex
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,11 @@ import jsonschema
 import pytest
 import typer
 import yaml
+from alembic import command
 
 from orchestrator.cli.app import app as baton_app
+from orchestrator.migrate import alembic_config
+from tests.factories import live_server, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((Path(__file__).parent / "compose-spec.json").read_text())
@@ -151,3 +156,21 @@ def test_only_the_worker_image_installs_torch(compose: dict[str, Any]) -> None:
     assert targets["api"] == targets["beat"] == targets["prestart"] == "orchestrator"
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not [dep for dep in project["dependencies"] if dep.startswith("torch")]
+
+
+def test_the_api_healthcheck_asks_readyz_and_fails_on_a_schema_behind(
+    compose: dict[str, Any], tmp_path: Path
+) -> None:
+    api = compose["services"]["api"]
+    port = api["command"][api["command"].index("--port") + 1]
+    kind, python, *argv = api["healthcheck"]["test"]
+    assert (kind, python) == ("CMD", "python")
+    assert f"http://127.0.0.1:{port}/readyz" in argv[-1]
+    settings = make_settings(tmp_path / "data")
+    with live_server(settings, embedded_loop=False) as url:
+        check = [sys.executable, *argv[:-1], argv[-1].replace(f"http://127.0.0.1:{port}", url)]
+        assert subprocess.run(check, capture_output=True, timeout=30).returncode == 0
+        command.downgrade(alembic_config(settings.resolved_database_url), "0002")
+        behind = subprocess.run(check, capture_output=True, timeout=30)
+        assert behind.returncode != 0
+        assert b"HTTP Error 503" in behind.stderr

@@ -6,7 +6,9 @@ import hashlib
 import io
 import json
 import socket
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +197,47 @@ def test_token_list_and_revoke(
     assert alice not in out
     assert _run(capsys, "--url", server, "token", "revoke", tokens[0]["id"])[0] == 0
     assert "rejected the API token" in _error("--url", server, "jobs")
+
+
+def test_token_create_with_expiry_through_the_api_and_on_the_server(
+    server: str,
+    cli_env: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _run(capsys, "token", "create", "bob", "--expires", "30d")  # server's machine
+    assert code == 0
+    monkeypatch.setenv("BATON_TOKEN", out.strip())
+    # No user: a token for yourself through POST /api/v1/tokens; it expires in a few seconds.
+    soon = (datetime.now(UTC) + timedelta(seconds=3)).isoformat()
+    code, out, _ = _run(
+        capsys, "--url", server, "token", "create", "--label", "ci", "--expires", soon
+    )
+    assert code == 0
+    short_lived = out.strip()
+    _, out, _ = _run(capsys, "--url", server, "token", "list", "--json")
+    expiry = {
+        token["name"]: datetime.fromisoformat(token["expires_at"]) for token in json.loads(out)
+    }
+    assert expiry["cli"] - datetime.now(UTC) == pytest.approx(
+        timedelta(days=30), abs=timedelta(minutes=1)
+    )
+    assert expiry["ci"] == pytest.approx(datetime.fromisoformat(soon), abs=timedelta(seconds=1))
+
+    monkeypatch.setenv("BATON_TOKEN", short_lived)
+    assert _run(capsys, "--url", server, "jobs", "--json")[0] == 0
+    time.sleep(max(0.0, (datetime.fromisoformat(soon) - datetime.now(UTC)).total_seconds()) + 0.1)
+    assert "rejected the API token" in _error("--url", server, "jobs")
+
+
+@pytest.mark.parametrize(
+    ("expires", "says"),
+    [
+        ("soon", "give a duration"),
+        ("2030-01-01T00:00:00", "add the UTC offset"),
+        ("2000-01-01T00:00:00Z", "must be in the future"),
+        ("5000w", "more than 10 years away"),
+    ],
+)
+def test_a_bad_expiry_is_one_clear_line(cli_env: Settings, expires: str, says: str) -> None:
+    assert says in _error("token", "create", "--expires", expires)
