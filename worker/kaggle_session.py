@@ -19,8 +19,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from worker.contract import CHECKPOINT_DIR, MANIFEST_FILE, SEGMENT_FILE, SegmentSpec
+from worker.accelerator import Accelerators, accelerator_problem, visible_accelerators
+from worker.contract import (
+    CHECKPOINT_DIR,
+    MANIFEST_FILE,
+    RESULT_FILE,
+    SEGMENT_FILE,
+    Outcome,
+    SegmentResult,
+    SegmentSpec,
+)
 from worker.proctime import process_start_time
+from worker.runtime import EXIT_FAILED
 from worker.runtime import main as run_worker
 
 INPUT_CHECKPOINT = f"input/{CHECKPOINT_DIR}"
@@ -126,11 +136,35 @@ def prepare_session(segment: dict[str, Any], options: dict[str, Any], root: Path
     return session
 
 
+def fail_without_accelerator(segment: dict[str, Any], options: dict[str, Any], root: Path) -> bool:
+    """Whether the promised accelerator is missing; if so, the segment's result says why."""
+    promised = Accelerators(**options.get("accelerator", {}))
+    problem = accelerator_problem(promised, visible_accelerators())
+    if problem is None:
+        return False
+    log.error("%s: not training on what is left", problem)
+    start = (segment.get("expect") or {}).get("step", 0)
+    result = SegmentResult(
+        job_id=segment["job_id"],
+        segment_index=segment["segment_index"],
+        outcome=Outcome.FAILED,
+        start_step=start,
+        end_step=start,
+        limit_seconds=float(segment["limit_seconds"]),
+        error=problem,
+    )
+    (root / "working").mkdir(parents=True, exist_ok=True)
+    result.write(root / "working" / RESULT_FILE)
+    return True
+
+
 def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: bytes) -> int:
     """Train the segment; with self-chaining, then publish it and push the next one."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    install_requirements(list(options.get("requirements", [])))
     root = kaggle_root()
+    if fail_without_accelerator(segment, options, root):
+        return EXIT_FAILED
+    install_requirements(list(options.get("requirements", [])))
     session = prepare_session(segment, options, root)
     origin = session_origin()
     log.info("session origin %.1f s before this process started", process_start_time() - origin)

@@ -47,6 +47,7 @@ class KernelSession:
     queued_at: float
     start_after: float
     api_url: str  # where the kernel was pushed: what it calls back (BATON_KAGGLE_API_URL)
+    machine: str = "none"  # what the session actually runs on (accelerators.machine_for)
     status: WorkerStatus = WorkerStatus.QUEUED
     started_at: float | None = None
     ended_at: float | None = None

@@ -17,7 +17,7 @@ from secrets import token_urlsafe
 from orchestrator.backends.sessions import SessionState
 from orchestrator.backends.supervisor import LOG_FILE, WORKING_DIR
 from tests.kaggle_emulator import quota, wire
-from tests.kaggle_emulator.accelerators import Accelerator, accelerator_for
+from tests.kaggle_emulator.accelerators import Accelerator, accelerator_for, machine_for
 from tests.kaggle_emulator.datasets import DatasetRegistry
 from tests.kaggle_emulator.errors import ApiError, bad_request, forbidden, not_found
 from tests.kaggle_emulator.faults import Faults
@@ -43,6 +43,7 @@ class KernelLimits:
     max_session_seconds: dict[Accelerator, float]
     allowance_seconds: dict[Accelerator, float]
     week: quota.QuotaWeek
+    withheld_accelerators: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -160,6 +161,7 @@ class KernelRegistry:
             queued_at=now,
             start_after=now + self._limits.queue_seconds,
             api_url=api_url,
+            machine=machine_for(accelerator, self._limits.withheld_accelerators),
         )
         self._next_session_id += 1
         kernel.sessions.append(session)

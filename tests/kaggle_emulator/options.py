@@ -48,6 +48,9 @@ class EmulatorOptions:
     # Where a dataset is mounted under /kaggle/input: "flat" (<slug>), "datasets"
     # (datasets/<owner>/<slug>, newer images) or "versioned" (... /<slug>/versions/<N>).
     mount_layout: str = "datasets"
+    # Accelerators ("gpu", "tpu") a push asks for but its session runs without, on the standard
+    # image: Kaggle did this to TPU pushes (kaggle-api #1197). Quota is charged as asked.
+    withheld_accelerators: frozenset[str] = frozenset()
     # Kernel sessions carry their own API token (KAGGLE_API_V1_TOKEN), as on Kaggle.
     session_tokens: bool = True
     # Quota responses send zero durations (proto3 omits them; the old emulator did not).

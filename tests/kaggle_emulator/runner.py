@@ -21,6 +21,7 @@ from orchestrator.backends import sessions
 from orchestrator.backends.supervisor import PID_FILE, WORKING_DIR, SessionExit, SessionPlan
 from tests.kaggle_emulator.kernel_sessions import KernelSession
 from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
+from worker.accelerator import EMULATED_ENV
 
 SCRIPT_NAME = "__script__.py"
 # The container boots (Kaggle's timer already running), then starts the script as a child; the
@@ -99,6 +100,8 @@ class SupervisedRunner:
                 "PYTHONPATH": os.pathsep.join([str(IMAGE_DIR), str(self._repo_root)]),
                 "PYTHONUNBUFFERED": "1",
                 "KAGGLE_KERNEL_RUN_TYPE": "Batch",
+                # This host has no Kaggle GPU or TPU: say what the session stands in for.
+                EMULATED_ENV: session.machine,
                 **token_env,
             },
             cwd=WORKING_DIR,

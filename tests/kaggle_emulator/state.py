@@ -80,6 +80,7 @@ class EmulatorState:
                 Accelerator.TPU: options.tpu_allowance_seconds,
             },
             week=QuotaWeek(epoch, options.week_seconds),
+            withheld_accelerators=frozenset(options.withheld_accelerators),
         )
         self.kernels = KernelRegistry(
             root / "sessions",

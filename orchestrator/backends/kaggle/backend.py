@@ -27,6 +27,7 @@ from orchestrator.backends.kaggle.findings import AccountFindings, RunningSince
 from orchestrator.backends.kaggle.packaging import code_archive
 from orchestrator.launch_id import LaunchId
 from orchestrator.spec import Accelerator, KaggleSpec
+from worker.accelerator import Accelerators
 from worker.contract import CHECKPOINT_DIR, RESULT_FILE, ExpectedCheckpoint, SegmentResult
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
 from worker.kaggle_access.client import KaggleAccount
@@ -79,6 +80,13 @@ class KaggleHandle:
         return f"{self.segment_index:05d}-v{self.version}"
 
 
+# What each accelerator puts in a session: "NvidiaTeslaT4" is 2 x T4, and P100 requests run there.
+PROMISED = {
+    Accelerator.NONE: Accelerators(),
+    Accelerator.T4X2: Accelerators(gpus=2),
+    Accelerator.P100: Accelerators(gpus=2),
+    Accelerator.TPU: Accelerators(tpu=True),
+}
 # Kaggle runs at most this many batch sessions at once per account.
 GPU_SESSIONS_PER_ACCOUNT = 2
 CPU_SESSIONS_PER_ACCOUNT = 5
@@ -160,6 +168,8 @@ class KaggleBackend:
         options: dict[str, Any] = {
             "checkpoint_dataset": self.dataset.slug,
             "requirements": self.options.requirements,
+            # The worker checks the session has it before training (kaggle-api #1197).
+            "accelerator": asdict(PROMISED[self.options.accelerator]),
         }
         if self.options.self_chain:
             options |= {
