@@ -6,10 +6,16 @@ DELETED, REPROCESSING where `Faults.dataset_outcomes` says so), and a new versio
 403 only while the dataset's first version is still processing (kagglehub PR #182). Uploaded
 .zip/.tar archives are unpacked into a folder named after the archive when `unpack_archives`
 is set, the way Kaggle decompresses them.
+
+A private version that would take its owner past `private_storage_bytes` is accepted ("Ok", no
+error) and then never finishes: a dataset's first version never becomes visible (404, kaggle-api
+#284), a later one stays NOT_YET_PERSISTED (#424). Kaggle keeps the reason on its side ("The size
+of your files is N bytes, it exceeds the maximum of M"); no API call returns it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tarfile
@@ -55,6 +61,8 @@ class DatasetVersion:
 
     # What processing ends in: READY, or FAILED / DELETED / REPROCESSING when a test says so.
     outcome: str = "READY"
+    # Why Kaggle silently never finishes this version (the private storage limit), if it does not.
+    stuck: str | None = None
 
     def ready(self, now: float) -> bool:
         return self.outcome == "READY" and now >= self.ready_at
@@ -95,6 +103,10 @@ class Dataset:
     def visible_versions(self, now: float) -> list[DatasetVersion]:
         return [v for v in self.versions if v.visible(now)]
 
+    def stored_bytes(self) -> int:
+        """What the dataset's versions take of its owner's storage (stuck ones take nothing)."""
+        return sum(size for v in self.versions if v.stuck is None for _, size in v.files())
+
     def latest_ready(self, now: float) -> DatasetVersion | None:
         ready = [v for v in self.versions if v.ready(now) and v.visible(now)]
         return ready[-1] if ready else None
@@ -113,8 +125,10 @@ class DatasetRegistry:
         timing: DatasetTiming,
         unpack_archives: bool,
         outcomes: Callable[[], str] = lambda: "READY",
+        private_storage_bytes: int | None = None,
     ) -> None:
         self._outcomes = outcomes
+        self._private_storage_bytes = private_storage_bytes
         self._root = root
         self._timing = timing
         self._unpack = unpack_archives
@@ -201,8 +215,28 @@ class DatasetRegistry:
             archive=archive,
             outcome=self._outcomes(),
         )
+        self._enforce_private_storage(dataset, version)
         dataset.versions.append(version)
         return version
+
+    def _enforce_private_storage(self, dataset: Dataset, version: DatasetVersion) -> None:
+        """Past the owner's private storage, the version is accepted and never finishes."""
+        limit = self._private_storage_bytes
+        if limit is None or not dataset.is_private:
+            return
+        used = sum(
+            d.stored_bytes()
+            for d in self._datasets.values()
+            if d.owner == dataset.owner and d.is_private
+        )
+        size = sum(size for _, size in version.files())
+        if used + size <= limit:
+            return
+        left = max(0, limit - used)
+        version.stuck = f"The size of your files is {size} bytes, it exceeds the maximum of {left}"
+        version.ready_at = math.inf
+        if not dataset.versions:
+            version.visible_at = math.inf
 
     def _place(self, blob: Blob, directory: Path) -> None:
         suffix = next((s for s in _ARCHIVE_SUFFIXES if blob.name.endswith(s)), None)

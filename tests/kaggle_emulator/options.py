@@ -71,6 +71,9 @@ class EmulatorOptions:
     dataset_not_found_seconds: float = 0.3
     unpack_archives: bool = True
     dataset_files_page_size: int = 20
+    # Bytes of private datasets (every version counts) a user may keep; None: no limit. Past it
+    # Kaggle accepts an upload and never finishes it (kaggle-api #284, #424; datasets.py).
+    private_storage_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.mount_layout not in ("flat", "datasets", "versioned"):

@@ -53,6 +53,7 @@ class EmulatorState:
             DatasetTiming(options.dataset_processing_seconds, options.dataset_not_found_seconds),
             options.unpack_archives,
             self.faults.take_dataset_outcome,
+            options.private_storage_bytes,
         )
         self.secrets = UserSecrets()
         for user, values in options.user_secrets.items():

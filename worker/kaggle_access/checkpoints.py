@@ -32,8 +32,11 @@ from worker.kaggle_access.client import KaggleAccount, KaggleNotFound
 from worker.kaggle_access.errors import Rejected, Transient
 from worker.manifest import CorruptCheckpoint, sha256_file, verify_checkpoint
 
-# How long an uploaded version may take to show up before it is presumed lost and uploaded again.
+# How long a version Kaggle accepted may take to show up, and then to finish processing. Past
+# either, Kaggle has silently dropped it: what it does when the account's private dataset storage
+# is full (kaggle-api #284: the dataset 404s; #424: it stays "being created"). No API call says so.
 VISIBLE_WITHIN_SECONDS = 600.0
+PROCESSING_WITHIN_SECONDS = 3600.0
 # Kaggle's DatabundleVersionStatus: only READY is mountable; FAILED and DELETED never will be;
 # everything else (NOT_YET_PERSISTED, BLOBS_RECEIVED, ..., REPROCESSING) is still on its way.
 READY = "READY"
@@ -42,6 +45,18 @@ _LOST = {"FAILED", "DELETED"}
 MAX_UPLOADS = 3
 _FILES_PAGE = 200
 _TRANSIENT_ERROR = re.compile(r"already exists|try again|rate limit|processing", re.IGNORECASE)
+
+
+class StillProcessing(Transient):
+    """A version Baton uploaded is visible and not READY yet."""
+
+
+def storage_full_reason(ref: str, name: str, minutes: float) -> str:
+    return (
+        f"Kaggle accepted {name} for {ref} {minutes:.0f} min ago and has not made it READY: it "
+        f"does this silently when the account's private dataset storage is full (kaggle-api "
+        f"#284, #424). Delete old versions or private datasets on kaggle.com, then resume the job"
+    )
 
 
 def version_notes(archive: str) -> str:
@@ -121,17 +136,26 @@ class CheckpointDataset:
         name = archive_name(expect, checkpoint_dir)
         archive = self._packed(checkpoint_dir, name, expect)
         dataset = self._dataset()
+        marker = archive.with_name(archive.name + ".uploaded")
+        uploads, uploaded_at, created = _read_marker(marker)
+        waited = self._clock() - uploaded_at
         if dataset is not None:
-            found = self._find(dataset, name, _layouts(archive, checkpoint_dir))
+            try:
+                found = self._find(dataset, name, _layouts(archive, checkpoint_dir))
+            except StillProcessing:
+                if uploads and waited > PROCESSING_WITHIN_SECONDS:
+                    raise Rejected(storage_full_reason(self.ref, name, waited / 60)) from None
+                raise
             if found is not None:
                 self._clear_staging(keep=name)
                 return found
-        marker = archive.with_name(archive.name + ".uploaded")
-        uploads, uploaded_at, created = _read_marker(marker)
-        recent = uploads and self._clock() - uploaded_at < VISIBLE_WITHIN_SECONDS
-        if recent and not self._failed(dataset, name, created):
-            # A new version stays invisible for a while: wait instead of uploading twice.
-            raise Transient(f"{name} was uploaded to {self.ref}; not visible yet")
+        if uploads and not self._failed(dataset, name, created):
+            # Accepted, neither READY nor FAILED: a new version stays invisible for a while and
+            # a first one is listed without Baton's notes while it processes. Never upload twice.
+            bound = VISIBLE_WITHIN_SECONDS if dataset is None else PROCESSING_WITHIN_SECONDS
+            if waited > bound:
+                raise Rejected(storage_full_reason(self.ref, name, waited / 60))
+            raise Transient(f"{name} was uploaded to {self.ref}; not READY yet")
         if uploads >= MAX_UPLOADS:
             raise Rejected(
                 f"Kaggle failed to process {name} in {self.ref} {uploads} times; giving up"
@@ -196,7 +220,9 @@ class CheckpointDataset:
                     return PublishedCheckpoint(version.version_number, name)
                 if status in _LOST:
                     return None  # uploaded again, a bounded number of times
-                raise Transient(f"{self.ref} v{version.version_number} is {status or 'processing'}")
+                raise StillProcessing(
+                    f"{self.ref} v{version.version_number} is {status or 'processing'}"
+                )
             if status != READY:
                 continue  # its files cannot be listed yet, and it may be someone else's
             files = self._files(version.version_number)

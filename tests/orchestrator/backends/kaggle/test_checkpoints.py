@@ -10,10 +10,16 @@ import pytest
 from kagglesdk.datasets.types.dataset_enums import DatabundleVersionStatus
 
 from orchestrator.backends.base import Rejected, Transient
-from tests.kaggle_emulator import Emulator
+from tests.factories import FAST_EMULATOR
+from tests.kaggle_emulator import Emulator, start_emulator
 from tests.orchestrator.backends.kaggle.conftest import account_on
 from worker.contract import ExpectedCheckpoint
-from worker.kaggle_access.checkpoints import MAX_UPLOADS, CheckpointDataset
+from worker.kaggle_access.checkpoints import (
+    MAX_UPLOADS,
+    PROCESSING_WITHIN_SECONDS,
+    VISIBLE_WITHIN_SECONDS,
+    CheckpointDataset,
+)
 from worker.kaggle_access.client import KaggleAccount
 from worker.manifest import write_manifest
 
@@ -21,10 +27,16 @@ EXPECT = ExpectedCheckpoint("j1", 0, 10)
 LOST = {"FAILED", "DELETED"}
 
 
-def _checkpoint(path: Path) -> Path:
+def _checkpoint(path: Path, expect: ExpectedCheckpoint = EXPECT) -> Path:
     path.mkdir(parents=True)
     (path / "model.bin").write_bytes(b"weights" * 100)
-    write_manifest(path, job_id="j1", segment_index=0, step=10, model_digest="d" * 64)
+    write_manifest(
+        path,
+        job_id=expect.job_id,
+        segment_index=expect.segment_index,
+        step=expect.step,
+        model_digest="d" * 64,
+    )
     return path
 
 
@@ -91,3 +103,56 @@ def test_publishing_into_someone_elses_dataset_is_a_refusal(
     other = ExpectedCheckpoint("j1", 0, 10)
     with pytest.raises(Rejected):
         intruder.ensure_published(other, _checkpoint(tmp_path / "bob-ckpt"))
+
+
+class _Clock:
+    """The publisher's clock, moved by hand (the emulator keeps real time)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _publish_for(dataset: CheckpointDataset, checkpoint: Path, expect: ExpectedCheckpoint) -> str:
+    """Ask tick after tick for 3 s of real time; what the last answer said."""
+    deadline = time.monotonic() + 3
+    while True:
+        try:
+            return f"published v{dataset.ensure_published(expect, checkpoint).version}"
+        except Transient as waiting:
+            if time.monotonic() > deadline:
+                return f"waiting: {waiting}"
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("first_fits", [False, True], ids=["new-dataset-404s", "version-stuck"])
+def test_a_full_private_storage_fails_publishing_with_the_reason(
+    tmp_path: Path, first_fits: bool
+) -> None:
+    """Past the private storage limit Kaggle accepts an upload and never finishes it: the
+    dataset 404s (kaggle-api #284) or the version stays NOT_YET_PERSISTED (#424). Publishing
+    waits out the usual delays, never uploads twice, then refuses with the reason."""
+    checkpoint = _checkpoint(tmp_path / "ckpt")
+    size = sum(p.stat().st_size for p in checkpoint.iterdir())
+    limit = size * 3 // 2 if first_fits else size // 2
+    with start_emulator(
+        tmp_path / "emulator", **FAST_EMULATOR, private_storage_bytes=limit
+    ) as emulator:
+        clock = _Clock()
+        dataset = CheckpointDataset(account_on(emulator), "baton-ckpt-j1", tmp_path / "s", clock)
+        if first_fits:
+            assert _publish_for(dataset, checkpoint, EXPECT) == "published v1"
+        second = ExpectedCheckpoint("j1", 1, 20)
+        later = _checkpoint(tmp_path / "ckpt2", second) if first_fits else checkpoint
+        expect = second if first_fits else EXPECT
+        assert _publish_for(dataset, later, expect).startswith("waiting")
+        clock.now += (PROCESSING_WITHIN_SECONDS if first_fits else VISIBLE_WITHIN_SECONDS) + 1
+        with pytest.raises(Rejected, match="private dataset storage is full"):
+            dataset.ensure_published(expect, later)
+        record = emulator.dataset("alice/baton-ckpt-j1")
+        assert record is not None
+        assert len(record.versions) == (2 if first_fits else 1)  # never uploaded twice
+        assert record.versions[-1].stuck is not None
+        assert emulator.internal_errors == []
