@@ -8,6 +8,7 @@ Standard library plus the worker: no orchestrator imports here.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import shutil
@@ -49,19 +50,22 @@ def kaggle_root() -> Path:
     return Path(os.environ.get("BATON_KAGGLE_ROOT", "/kaggle"))
 
 
-def find_mounted_checkpoint(input_dir: Path, dataset_slug: str, archive: str) -> Path | None:
+def find_mounted_checkpoint(
+    input_dir: Path, dataset_slug: str, archive: str, measured: Path | None = None
+) -> Path | None:
     """The mounted checkpoint: `<slug>/<archive>.tar`, or the folder Kaggle unpacked it into.
 
     Kaggle mounts a dataset at input/<slug> (newer images nest it deeper) and may unpack an
-    uploaded archive, so both layouts are accepted.
+    uploaded archive, so both layouts are accepted. `measured`: where `baton kaggle check` saw
+    this account's datasets mounted, looked at first.
     """
-    for mount in _mounts(input_dir, dataset_slug):
+    for mount in _mounts(input_dir, dataset_slug, measured):
         for candidate in (mount / archive, mount / archive.removesuffix(".tar")):
             if candidate.is_file() or (candidate / MANIFEST_FILE).is_file():
                 return candidate
     # Not there: Kaggle served another version. Hand the worker whatever checkpoint it holds,
     # so that its manifest check rejects it by name instead of failing on a missing file.
-    for mount in _mounts(input_dir, dataset_slug):
+    for mount in _mounts(input_dir, dataset_slug, measured):
         others = sorted(mount.glob(f"{CHECKPOINT_DIR}-s*"))
         if others:
             log.error("%s is not in the mounted %s: stale version", archive, dataset_slug)
@@ -69,30 +73,34 @@ def find_mounted_checkpoint(input_dir: Path, dataset_slug: str, archive: str) ->
     return None
 
 
-def _mounts(input_dir: Path, dataset_slug: str) -> list[Path]:
+def _mounts(input_dir: Path, dataset_slug: str, measured: Path | None = None) -> list[Path]:
     """Every folder the dataset may be mounted as: input/<slug>, input/datasets/<owner>/<slug>
     (newer images), and their versions/<N>/ subfolders, newest version first."""
     found = []
-    for depth in range(_SEARCH_DEPTH):
-        for mount in input_dir.glob("/".join(["*"] * depth + [dataset_slug])):
-            versions = [v for v in mount.glob("versions/*") if v.name.isdigit()]
-            found += [mount, *sorted(versions, key=lambda v: int(v.name), reverse=True)]
+    searched = itertools.chain.from_iterable(
+        input_dir.glob("/".join(["*"] * depth + [dataset_slug])) for depth in range(_SEARCH_DEPTH)
+    )
+    for mount in [*([measured] if measured is not None else []), *searched]:
+        versions = [v for v in mount.glob("versions/*") if v.name.isdigit()]
+        found += [mount, *sorted(versions, key=lambda v: int(v.name), reverse=True)]
     return found
 
 
-def session_origin() -> float:
+def session_origin(measured_boot_seconds: float = 0.0) -> float:
     """When Kaggle's clock for this session started, as near as this process can tell.
 
     The container boots before Python starts and Kaggle's timer runs meanwhile, so the origin is
     the start of the oldest process of this process's session (the container's first process),
-    unless that is implausibly old (then this process's own start).
+    unless that is implausibly old (then this process's own start). The boot offset `baton
+    kaggle check` measured on the account, if any, is a floor: the earlier origin wins.
     """
     own = process_start_time()
+    floor = own - min(max(measured_boot_seconds, 0.0), MAX_BOOT_SECONDS)
     try:
         leader = process_start_time(pid=str(os.getsid(0)))
     except OSError:
-        return own
-    return leader if own - MAX_BOOT_SECONDS <= leader <= own else own
+        return floor
+    return min(leader if own - MAX_BOOT_SECONDS <= leader <= own else own, floor)
 
 
 def stage_checkpoint(mounted: Path, target: Path) -> None:
@@ -125,8 +133,12 @@ def prepare_session(segment: dict[str, Any], options: dict[str, Any], root: Path
     session = Path(tempfile.mkdtemp(prefix="baton-session-"))
     spec = dict(segment, output_dir=str(root / "working"), resume_path=None)
     if segment.get("expect"):
+        measured = options.get("checkpoint_mount")
         mounted = find_mounted_checkpoint(
-            root / "input", options["checkpoint_dataset"], options["checkpoint_file"]
+            root / "input",
+            options["checkpoint_dataset"],
+            options["checkpoint_file"],
+            root / measured if measured else None,
         )
         if mounted is not None:
             stage_checkpoint(mounted, session / INPUT_CHECKPOINT)
@@ -166,7 +178,7 @@ def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: b
         return EXIT_FAILED
     install_requirements(list(options.get("requirements", [])))
     session = prepare_session(segment, options, root)
-    origin = session_origin()
+    origin = session_origin(float(options.get("boot_offset_seconds") or 0.0))
     log.info("session origin %.1f s before this process started", process_start_time() - origin)
     exit_code = run_worker(["--root", str(session), "--started-at", repr(origin)])
     if options.get("self_chain") and exit_code == 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -40,6 +41,8 @@ from worker.manifest import CorruptCheckpoint, verify_checkpoint
 # Baton saw, never from the push: a GPU queue can hold a session for long) is stale (the API and
 # UI have shown finished sessions as running, kaggle-cli #473): collect what is there.
 STALE_AFTER_SECONDS = 900.0
+# A measured mount layout ends in the probe's own version folder; the kernel lists versions itself.
+VERSION_FOLDER = re.compile(r"/versions/\d+/?$")
 # A downloaded checkpoint that fails verification is fetched again this many times.
 DOWNLOAD_ATTEMPTS = 3
 
@@ -170,6 +173,7 @@ class KaggleBackend:
             "requirements": self.options.requirements,
             # The worker checks the session has it before training (kaggle-api #1197).
             "accelerator": asdict(PROMISED[self.options.accelerator]),
+            **self._measured_options(),
         }
         if self.options.self_chain:
             options |= {
@@ -179,6 +183,19 @@ class KaggleBackend:
                 "push": asdict(push),  # the successor pushes itself the same way
             }
         return options
+
+    def _measured_options(self) -> dict[str, Any]:
+        """What `baton kaggle check` measured on this account, for the kernel to use: where the
+        checkpoint is mounted (looked at first) and the container's boot offset (a floor)."""
+        found, measured = self.findings.load(), dict[str, Any]()
+        if found.mount_layout:
+            layout = VERSION_FOLDER.sub("", found.mount_layout)
+            measured["checkpoint_mount"] = layout.replace("<owner>", self.account.username).replace(
+                "<slug>", self.dataset.slug
+            )
+        if found.boot_offset_seconds:
+            measured["boot_offset_seconds"] = found.boot_offset_seconds
+        return measured
 
     def _checkpoint_source(self, published: PublishedCheckpoint) -> str:
         """The checkpoint version pinned (`owner/slug/N`), or unpinned where Kaggle refused pins."""

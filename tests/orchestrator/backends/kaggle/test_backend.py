@@ -164,3 +164,17 @@ def test_watching_a_self_chained_segment_costs_one_status_call_and_no_source_fet
     made = emulator.calls()[before:]
     assert [call.method for call in made] == ["GetKernelSessionStatus"] * 20
     assert backend.poll_seconds == 30.0
+
+
+def test_what_the_preflight_measured_goes_to_the_kernel(
+    alice: KaggleAccount, tmp_path: Path
+) -> None:
+    backend = _backend(alice, tmp_path)
+    assert "checkpoint_mount" not in backend._measured_options()
+    backend.findings.update(
+        mount_layout="input/datasets/<owner>/<slug>/versions/2", boot_offset_seconds=41.5
+    )
+    assert backend._measured_options() == {
+        "checkpoint_mount": f"input/datasets/alice/baton-ckpt-{JOB}",
+        "boot_offset_seconds": 41.5,
+    }
