@@ -88,3 +88,19 @@ def test_the_segment_carries_the_jobs_rank_count() -> None:
 def test_rank_count_is_one_to_eight(nproc: int) -> None:
     with pytest.raises(ValueError, match="nproc"):
         JobSpec.model_validate(job_spec(nproc=nproc))
+
+
+def test_one_slow_start_up_does_not_raise_the_minimum_session() -> None:
+    def past(setup: float) -> PastSegment:
+        return PastSegment(
+            save_seconds=0.0,
+            upload_seconds=0.0,
+            worker_seconds=10.0,
+            session_seconds=10.0,
+            step_seconds=0.1,
+            setup_seconds=setup,
+        )
+
+    # A busy host once took 14 s to start: the week's last 12 s session still runs.
+    assert minimum_session_seconds([past(5.0), past(14.0), past(5.5)]) == pytest.approx(11.0)
+    assert minimum_session_seconds([past(14.0), past(15.0), past(5.0)]) == pytest.approx(28.0)
