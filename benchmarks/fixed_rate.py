@@ -90,7 +90,7 @@ async def run_phase(client: httpx.AsyncClient, phase: Phase, rate: float) -> Pha
 
 
 async def run(url: str, token: str, rate: float, phases: list[Phase]) -> list[PhaseResult]:
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(
         base_url=url, headers=headers, limits=limits, timeout=30

@@ -3,7 +3,7 @@
 1. Seeds N jobs (each waiting on a quota refresh a day away, with two finished segments) into a
    fresh PostgreSQL schema, behind the API as its own process (uvicorn, no reconcile loop).
 2. From a second process (benchmarks/fixed_rate.py), sends GET /api/v1/jobs/{id}, the paginated
-   job list and a trivial endpoint (/healthz: one SELECT 1) at a fixed rate, in alternating
+   job list and a trivial endpoint (/livez: no database) at a fixed rate, in alternating
    phases so that a change in the machine's load hits all three alike, and reports p50/p99 of
    each and the ratios to the trivial endpoint.
 3. Starts beat and two Celery workers and times how long they take to visit every job once
@@ -117,7 +117,7 @@ def measure_api(url: str, ids: list[str], rate: float, requests: int) -> list[di
         {"name": name, "paths": paths[i * half : (i + 1) * half], "requests": half}
         for i in range(2)
         for name, paths in (
-            ("trivial", ["/healthz"] * requests),
+            ("trivial", ["/livez"] * requests),
             ("job", job_paths),
             ("list", list_paths),
         )
@@ -194,6 +194,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--requests", type=int, default=1000, help="per endpoint")
+    parser.add_argument("--api-workers", type=int, default=2, help="as in docker-compose.yml")
     parser.add_argument("--visit-timeout", type=float, default=900.0)
     parser.add_argument("--no-visits", dest="visits", action="store_false")
     parser.add_argument("--no-api", dest="api", action="store_false")
@@ -202,7 +203,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="baton-load-") as tmp, postgres_schema() as db_url:
         redis = RedisServer(Path(tmp) / "redis")
         redis.start()
-        cluster = Cluster(Path(tmp) / "cluster", db_url, redis.url, "http://127.0.0.1:9")
+        cluster = Cluster(
+            Path(tmp) / "cluster",
+            db_url,
+            redis.url,
+            "http://127.0.0.1:9",
+            api_workers=args.api_workers,
+        )
         try:
             cluster.start("api")
             cluster.wait_for_api()
@@ -241,6 +248,7 @@ def main() -> None:
         "load_average_at_start": load_at_start,
         "load_average_at_end": os.getloadavg(),
         "jobs": args.jobs,
+        "api_workers": args.api_workers,
     }
     # A run of one part (--no-api, --no-visits) keeps the other part's last figures.
     record = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}

@@ -68,6 +68,10 @@ class Settings(BaseSettings):
     # A job's reconcile message may be sent again after this long even if it never ran.
     dispatch_guard_seconds: float = Field(default=30.0, gt=0)
 
+    # Threads per API process for the handlers that wait on the database. Python threads share
+    # one GIL, so a few serve more requests per second than many: on 2 cores, 40 threads gave 226
+    # GET job/s and 4 gave 441 (benchmarks/load.py). Scale out with `baton serve --workers`.
+    api_threads: int = Field(default=4, ge=1, le=256)
     # Requests with a larger body get 413 before anything reads it.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     # Top-level packages whose modules jobs may name as their trainer (comma-separated).

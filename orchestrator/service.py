@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import sys
 
+from fastapi import FastAPI
+
 from orchestrator.api.deps import Services
+from orchestrator.api.main import create_app
 from orchestrator.auth import ensure_admin_token
 from orchestrator.backends.local import LocalBackend
 from orchestrator.backends.registry import Backends
@@ -114,3 +117,12 @@ def build_trainer_finder(settings: Settings) -> TrainerFinder:
     """Search the trainer paths, then where sessions run from (their PYTHONPATH), then ours."""
     search = [str(path) for path in settings.trainer_path_dirs]
     return TrainerFinder(settings.allowed_trainer_packages, [*search, os.getcwd(), *sys.path])
+
+
+# What each process of `baton serve --workers N` imports (uvicorn spawns, then calls it).
+APP_FACTORY = "orchestrator.service:app_from_environment"
+
+
+def app_from_environment() -> FastAPI:
+    """One API process: its own services, built from the environment (BATON_*)."""
+    return create_app(build_services(Settings()))

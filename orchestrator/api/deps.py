@@ -48,7 +48,8 @@ class Services:
             self.enqueue(job.id, job.backend)
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
+    # async: a plain lookup runs on the event loop, not through the thread pool.
     services: Services = request.app.state.services
     return services
 
@@ -59,42 +60,48 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 _bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer bt_…`")
 
 
-def current_token(
+@dataclass(frozen=True)
+class Caller:
+    token: ApiToken
+    user: User
+
+
+def current_caller(
     services: ServicesDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> ApiToken:
-    """The caller's live token row; its use is recorded, at most once a minute."""
-    row = None
+) -> Caller:
+    """The caller's live token and its user, in one query; the token's use is recorded at most
+    once a minute, so a read stays a read."""
+    found = None
     now = utcnow()
     if credentials is not None:
         with services.db.transaction() as session:
-            row = token_for(session, credentials.credentials, now)
-    if row is None:
+            found = token_for(session, credentials.credentials, now)
+    if found is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             "missing, invalid, expired or revoked API token",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    row, user = found
     try:
         with services.db.transaction() as session:
             record_use(session, row, now)
     except (OperationalError, InternalError) as exc:
         # Last use is bookkeeping: a database that refuses writes says so at /healthz.
         log.warning("could not record the use of token %s: %s", row.id, type(exc).__name__)
-    return row
+    return Caller(row, user)
+
+
+async def current_token(caller: Annotated[Caller, Depends(current_caller)]) -> ApiToken:
+    return caller.token
+
+
+async def current_user(caller: Annotated[Caller, Depends(current_caller)]) -> User:
+    return caller.user
 
 
 CurrentToken = Annotated[ApiToken, Depends(current_token)]
-
-
-def current_user(services: ServicesDep, token: CurrentToken) -> User:
-    with services.db.transaction() as session:
-        user = session.get(User, token.user_id)
-    if user is None:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "the token's user no longer exists")
-    return user
-
-
 CurrentUser = Annotated[User, Depends(current_user)]
 
 # Ids are checked before any query: a NUL byte or a 10,000-character id never reaches the

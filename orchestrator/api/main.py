@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from anyio import to_thread
 from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
@@ -32,6 +33,9 @@ from orchestrator.transitions import IllegalTransition, StaleState
 def create_app(services: Services) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # The request handlers that touch the database run on this many threads: more only
+        # fight over the GIL (BATON_API_THREADS).
+        to_thread.current_default_thread_limiter().total_tokens = services.settings.api_threads
         if services.loop is not None:
             services.loop.start()
         if services.notifier is not None:

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 import uvicorn
+from uvicorn.supervisors import Multiprocess
 
 from orchestrator.api.main import create_app
 from orchestrator.api.schemas import JobOut, SegmentOut
@@ -23,7 +24,7 @@ from orchestrator.config import Settings
 from orchestrator.credentials import rotate_all
 from orchestrator.db import Database
 from orchestrator.migrate import upgrade
-from orchestrator.service import build_secret_box, build_services, prestart
+from orchestrator.service import APP_FACTORY, build_secret_box, build_services, prestart
 from orchestrator.spec import JobSpec
 
 
@@ -36,20 +37,38 @@ def admin_token(settings: Settings) -> str:
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="API processes sharing the port; more than 1 needs BATON_RECONCILER=celery",
+        ),
+    ] = 1,
 ) -> None:
     """Run the API, the status page and the embedded reconcile loop."""
     settings = Settings()
+    if workers > 1 and settings.reconciler != "celery":
+        raise CliError(
+            "--workers above 1 needs BATON_RECONCILER=celery: "
+            "the embedded reconcile loop runs in exactly one process"
+        )
     # The port first: a second `baton serve` whose port is taken must not start reconciling.
     listener = bind_listener(host, port)
     prestart(settings)
-    app = create_app(build_services(settings))
     print(f"Baton on http://{host}:{port}  (data: {settings.data_dir})", flush=True)
     print(f"Status page: http://{host}:{port}/ui  (sign in with an API token)", flush=True)
     if settings.admin_token is None:
         print(f"Admin token file: {settings.admin_token_file}", flush=True)
     else:
         print("Admin token: the value of BATON_ADMIN_TOKEN", flush=True)
-    uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[listener])
+    if workers == 1:
+        app = create_app(build_services(settings))
+        uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[listener])
+        return
+    # Pre-fork: each process builds its own services from the environment and accepts on the
+    # one listening socket; uvicorn's supervisor restarts a process that dies.
+    config = uvicorn.Config(APP_FACTORY, factory=True, workers=workers, log_level="info")
+    Multiprocess(config, sockets=[listener]).run()
 
 
 def bind_listener(host: str, port: int) -> socket.socket:

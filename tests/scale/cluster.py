@@ -122,6 +122,7 @@ class Cluster:
         broker_url: str,
         kaggle_url: str,
         workers: int = 2,
+        api_workers: int = 1,
         **settings: str,
     ) -> None:
         self.root = root
@@ -143,7 +144,16 @@ class Cluster:
         }
         common = [sys.executable, "-m", "tests.scale.processes"]
         self.commands = {
-            "api": [*common, "api", "--kaggle-url", kaggle_url, "--port", str(self.api_port)],
+            "api": [
+                *common,
+                "api",
+                "--kaggle-url",
+                kaggle_url,
+                "--port",
+                str(self.api_port),
+                "--workers",
+                str(api_workers),
+            ],
             "beat": [*common, "beat", "--kaggle-url", kaggle_url],
         }
         for index in range(1, workers + 1):
@@ -190,9 +200,13 @@ class Cluster:
         _wait(healthy, "the API's /healthz", timeout)
 
     def kill(self, role: str) -> None:
-        """kill -9: no shutdown handler runs, unacked messages stay with the broker."""
+        """kill -9: no shutdown handler runs, unacked messages stay with the broker. The API's
+        whole process group goes, as a container would: a pre-forked API's processes too."""
         proc = self.procs.pop(role)
-        proc.send_signal(signal.SIGKILL)
+        if role == "api":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.send_signal(signal.SIGKILL)
         proc.wait()
         self.kills[role] += 1
 

@@ -7,14 +7,26 @@ Kaggle client pointed at the emulator (`--kaggle-url`). Everything else comes fr
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import uvicorn
+from fastapi import FastAPI
+from uvicorn.supervisors import Multiprocess
 
 from orchestrator.api.main import create_app
 from orchestrator.config import Settings
 from orchestrator.service import build_services, prestart
 from tests.factories import emulator_clients
+
+
+_KAGGLE_URL = "BATON_TEST_KAGGLE_URL"
+
+
+def emulator_app() -> FastAPI:
+    """One process of a pre-forked API whose Kaggle client talks to the emulator."""
+    clients = emulator_clients(os.environ[_KAGGLE_URL])
+    return create_app(build_services(Settings(), kaggle_clients=clients))
 
 
 def main(argv: list[str]) -> None:
@@ -24,13 +36,27 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--name", default="baton")
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=1, help="API processes (pre-fork)")
     args = parser.parse_args(argv)
     settings = Settings()
     clients = emulator_clients(args.kaggle_url)
     if args.role == "api":
         prestart(settings)
-        app = create_app(build_services(settings, kaggle_clients=clients))
-        uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+        if args.workers == 1:
+            app = create_app(build_services(settings, kaggle_clients=clients))
+            uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+            return
+        # As `baton serve --workers N`: each spawned process builds its own app.
+        os.environ[_KAGGLE_URL] = args.kaggle_url
+        config = uvicorn.Config(
+            "tests.scale.processes:emulator_app",
+            factory=True,
+            host="127.0.0.1",
+            port=args.port,
+            workers=args.workers,
+            log_level="warning",
+        )
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
         return
     from orchestrator import tasks
     from orchestrator.cli.workers import BEAT_ARGV, worker_argv

@@ -1,5 +1,6 @@
-"""/healthz (can the service do its work: write its database and data dir) and /readyz (may a
-load balancer send it traffic: the database answers and its schema is current)."""
+"""/livez (is the process answering: no dependency checked), /healthz (can the service do its
+work: write its database and data dir) and /readyz (may a load balancer send it traffic: the
+database answers and its schema is current)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ router = APIRouter(tags=["health"])
 _DOWN: dict[int | str, dict[str, Any]] = {
     503: {"description": "A part is down; the body says which", "model": Health}
 }
+
+
+@router.get("/livez")
+async def livez() -> dict[str, str]:
+    """Answers from the event loop alone, so a restart policy never kills a busy process."""
+    return {"status": "alive"}
 
 
 @router.get("/healthz", response_model=Health, responses=_DOWN)
