@@ -63,12 +63,12 @@ def minimum_session_seconds(history: Sequence[PastSegment]) -> float:
     """The shortest session worth launching: at least half of it must be training steps.
 
     Below that, quota is better spent after the refresh than on sessions that mostly boot. The
-    fixed cost is the median of the last few sessions, not the worst: quota left at the refresh
-    is lost, so one slow start-up (a busy host) must not skip the week's last session for the
-    next three segments. A session that turns out short still commits at its deadline.
+    fixed cost is the (lower) median of the last few sessions, not the worst: quota left at the
+    refresh is lost, so one slow start-up (a busy host) must not skip the week's last session
+    for the next three segments. A session that turns out short still commits at its deadline.
     """
     recent = sorted(past.fixed_seconds for past in list(history)[-ESTIMATE_WINDOW:])
-    fixed = recent[len(recent) // 2] if recent else 0.0
+    fixed = recent[(len(recent) - 1) // 2] if recent else 0.0  # the lower median of two
     return max(MIN_SESSION_SECONDS, USEFUL_FACTOR * fixed)
 
 

@@ -104,3 +104,4 @@ def test_one_slow_start_up_does_not_raise_the_minimum_session() -> None:
     # A busy host once took 14 s to start: the week's last 12 s session still runs.
     assert minimum_session_seconds([past(5.0), past(14.0), past(5.5)]) == pytest.approx(11.0)
     assert minimum_session_seconds([past(14.0), past(15.0), past(5.0)]) == pytest.approx(28.0)
+    assert minimum_session_seconds([past(5.0), past(14.0)]) == pytest.approx(10.0)
