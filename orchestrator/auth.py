@@ -91,7 +91,7 @@ def token_for(session: Session, token: str, now: datetime) -> tuple[ApiToken, Us
     ).first()
     if found is None:
         return None
-    row, user = found.tuple()
+    row, user = found
     if row.expires_at is not None and as_utc(row.expires_at) <= now:
         return None
     return row, user

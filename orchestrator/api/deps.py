@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
+from anyio import CapacityLimiter
 from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import InternalError, OperationalError
@@ -39,6 +40,9 @@ class Services:
     notifier: NotifierLoop | None = None
     # The Kaggle quota last seen per user, for ETAs (orchestrator/quota_cache.py).
     quota_seen: QuotaCache = field(default_factory=QuotaCache)
+    # Threads for requests that wait on Kaggle, apart from the few (BATON_API_THREADS) that serve
+    # the database: a slow Kaggle must not stall every other request.
+    outbound_calls: CapacityLimiter = field(default_factory=lambda: CapacityLimiter(16))
 
     def nudge(self, job: Job) -> None:
         """After a commit: have the job looked at now rather than on the next tick."""

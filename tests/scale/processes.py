@@ -19,7 +19,6 @@ from orchestrator.config import Settings
 from orchestrator.service import build_services, prestart
 from tests.factories import emulator_clients
 
-
 _KAGGLE_URL = "BATON_TEST_KAGGLE_URL"
 
 

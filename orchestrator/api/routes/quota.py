@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from anyio import to_thread
 from fastapi import APIRouter, HTTPException, status
 from sqlalchemy import select
 
@@ -26,13 +27,20 @@ router = APIRouter(
     response_model=list[QuotaOut],
     responses={503: {"description": "Kaggle did not answer; try again"}},
 )
-def list_quota(user: CurrentUser, services: ServicesDep) -> list[QuotaOut]:
+async def list_quota(user: CurrentUser, services: ServicesDep) -> list[QuotaOut]:
     """One entry per Kaggle account you use (empty without Kaggle credentials or Kaggle jobs)."""
     try:
-        return account_quota(services, user.id)
+        return await ask_account_quota(services, user.id)
     except BackendError as exc:
         unavailable = status.HTTP_503_SERVICE_UNAVAILABLE
         raise HTTPException(unavailable, f"quota unavailable: {exc}") from exc
+
+
+async def ask_account_quota(services: Services, user_id: str) -> list[QuotaOut]:
+    """account_quota on the threads kept for calls to Kaggle (Services.outbound_calls)."""
+    return await to_thread.run_sync(
+        account_quota, services, user_id, limiter=services.outbound_calls
+    )
 
 
 def account_quota(services: Services, user_id: str) -> list[QuotaOut]:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+from anyio import to_thread
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, status
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -18,7 +19,7 @@ from fastapi.templating import Jinja2Templates
 from orchestrator import queries
 from orchestrator.api.deps import ServicesDep
 from orchestrator.api.routes.checkpoints import checkpoint_file_response
-from orchestrator.api.routes.quota import account_quota
+from orchestrator.api.routes.quota import ask_account_quota
 from orchestrator.api.ui import charts
 from orchestrator.api.ui.session import COOKIE, MAX_AGE_SECONDS, SignedIn, csrf_ok, seal, signed_in
 from orchestrator.auth import user_for_token
@@ -126,19 +127,31 @@ def _check_csrf(request: Request, submitted: str) -> None:
 
 
 @router.get("", response_class=HTMLResponse)
-def jobs_page(request: Request, services: ServicesDep, viewer: Viewer) -> Response:
+async def jobs_page(request: Request, services: ServicesDep, viewer: Viewer) -> Response:
     try:
-        quotas = account_quota(services, viewer.user.id)
+        quotas = await ask_account_quota(services, viewer.user.id)
         quota_problem = None
     except BackendError as exc:
         quotas, quota_problem = [], f"Kaggle quota unavailable: {exc}"
-    context = _jobs_context(services, viewer) | {"quotas": quotas, "quota_problem": quota_problem}
-    return templates.TemplateResponse(request, "jobs.html", context)
+    extra = {"quotas": quotas, "quota_problem": quota_problem}
+    # The listing reads the database and renders on a request thread, off the event loop.
+    return await to_thread.run_sync(_render_jobs, request, services, viewer, "jobs.html", extra)
 
 
 @router.get("/fragments/jobs", response_class=HTMLResponse)
 def jobs_fragment(request: Request, services: ServicesDep, viewer: FragmentViewer) -> Response:
-    return templates.TemplateResponse(request, "_jobs_rows.html", _jobs_context(services, viewer))
+    return _render_jobs(request, services, viewer, "_jobs_rows.html", {})
+
+
+def _render_jobs(
+    request: Request,
+    services: ServicesDep,
+    viewer: SignedIn,
+    template: str,
+    extra: dict[str, Any],
+) -> Response:
+    context = _jobs_context(services, viewer) | extra
+    return templates.TemplateResponse(request, template, context)
 
 
 def _jobs_context(services: ServicesDep, viewer: SignedIn) -> dict[str, Any]:

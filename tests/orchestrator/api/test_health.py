@@ -1,4 +1,5 @@
-"""/healthz says which part is down (a database that refuses writes included); /readyz too."""
+"""/healthz says which part is down (a database that refuses writes included); /readyz too;
+/livez only that the process answers."""
 
 from __future__ import annotations
 
@@ -54,6 +55,8 @@ def test_a_read_only_sqlite_database_is_unhealthy(tmp_path: Path) -> None:
         assert str(tmp_path) not in health.text
         # Still readable: a load balancer may keep sending reads.
         assert api.get("/readyz").status_code == 200
+        # And alive: a restart policy that probes /livez must not kill it for the database.
+        assert api.get("/livez").json() == {"status": "alive"}
 
 
 def test_a_read_only_postgresql_database_is_unhealthy(tmp_path: Path, database_url: str) -> None:
