@@ -183,6 +183,11 @@ class Engine:
         except StaleState as exc:
             log.info("job %s moved while reconciling (%s); the next look re-reads", job_id, exc)
             return False
+        except Rejected as exc:
+            # Refused for good outside a launch (Kaggle answers 401 to a revoked key): the
+            # user's to fix, not a bug in Baton. Fail the job with the reason, no traceback.
+            self._unreachable(job, segment, f"{backend.name} refused: {exc}")
+            return False
         except Exception as exc:
             self._internal_error(job_id, exc)
             return False

@@ -1,0 +1,186 @@
+"""Launches that do not go to plan: refused for good, cancelled while in flight, and one job's
+trouble never holding up the others. All on the fake backend and a manual clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from orchestrator.backends.base import LaunchRequest, Rejected, SessionStatus, Transient
+from orchestrator.db import Database
+from orchestrator.engine import Engine
+from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, UserAction
+from orchestrator.models import Checkpoint
+from tests.support.clock import ManualClock
+from tests.support.engine_runs import fake_engine, job_and_segments, submit_jobs, tick
+from tests.support.fake_backend import FakeBackend, uninterrupted_digest
+
+
+@pytest.fixture
+def db(sqlite_db: Database) -> Database:
+    return sqlite_db
+
+
+def _engine(db: Database, backend: FakeBackend, tmp_path: Path, clock: ManualClock) -> Engine:
+    return fake_engine(db, backend, tmp_path / "checkpoints", clock=clock)
+
+
+def _refusals(count: int) -> list[BaseException]:
+    return [Rejected("machine shape NvidiaTeslaP100 is not offered") for _ in range(count)]
+
+
+def test_a_launch_refused_for_good_fails_the_job_after_max_failures(
+    db: Database, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    backend = FakeBackend(
+        tmp_path / "fake", poll_seconds=1, clock=clock.seconds, faults={"launch": _refusals(10)}
+    )
+    engine = _engine(db, backend, tmp_path, clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=30, retry={"max_failures": 1})
+    tick(engine, clock, 30)
+
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "failed"
+    assert job.reason == (
+        "2 consecutive failed segments; last: launch refused: "
+        "machine shape NvidiaTeslaP100 is not offered"
+    )
+    assert [s.state for s in segments] == ["failed", "failed"]
+    assert all((s.error or "").startswith("launch refused: machine shape") for s in segments)
+    # A refusal is final for that launch: it is not pushed again under the same launch id, and
+    # nothing was left running.
+    assert [name for name, _ in backend.calls].count("launch") == 2
+    assert backend.launches() == []
+    tick(engine, clock, 30)
+    assert [name for name, _ in backend.calls].count("launch") == 2
+
+
+class RefusesSegmentOneOnce(FakeBackend):
+    refused = False
+
+    def launch(self, request: LaunchRequest) -> str:
+        if request.spec.segment_index == 1 and not self.refused:
+            self.refused = True
+            raise _refusals(1)[0]
+        return super().launch(request)
+
+
+def test_a_refusal_counts_as_one_failure_and_the_retry_resumes_exactly(
+    db: Database, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    backend = RefusesSegmentOneOnce(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
+    engine = _engine(db, backend, tmp_path, clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=30, retry={"max_failures": 1})
+    tick(engine, clock, 40)
+
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "succeeded", job.reason
+    assert [(s.state, s.start_step) for s in segments] == [
+        ("succeeded", 0),
+        ("failed", 10),
+        ("succeeded", 10),
+        ("succeeded", 20),
+    ]
+    assert job.failures == 0  # the commit after the refusal reset the count
+    assert _final_digest(db, job_id) == uninterrupted_digest(30)
+
+
+def _final_digest(db: Database, job_id: str) -> str:
+    with db.transaction() as session:
+        return session.scalars(
+            select(Checkpoint.model_digest)
+            .where(Checkpoint.job_id == job_id)
+            .order_by(Checkpoint.step.desc())
+        ).first() or ""
+
+
+class CancelledWhileLaunching(FakeBackend):
+    """The user cancels the job while the push is on the wire."""
+
+    engine: Engine
+
+    def launch(self, request: LaunchRequest) -> str:
+        handle = super().launch(request)
+        job, _ = job_and_segments(self.engine.db, request.spec.job_id)
+        self.engine.act(job.user_id, job.id, UserAction.CANCEL)
+        return handle
+
+
+def test_a_cancel_while_the_launch_is_in_flight_stops_the_session_it_started(
+    db: Database, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    backend = CancelledWhileLaunching(
+        tmp_path / "fake", session_seconds=1000, poll_seconds=1, clock=clock.seconds
+    )
+    engine = backend.engine = _engine(db, backend, tmp_path, clock)
+    (job_id,) = submit_jobs(engine, 1)
+    tick(engine, clock, 5)
+
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "cancelled"
+    [segment] = segments
+    assert segment.state == "cancelled"
+    assert segment.handle == segment.launch_id  # the handle the push returned was kept
+    assert backend.launches() == [segment.launch_id]
+    assert [c["launch_id"] for c in backend.cancels()] == [segment.launch_id]
+    assert backend.status(segment.launch_id) is SessionStatus.FINISHED
+    tick(engine, clock, 5)
+    assert backend.launches() == [segment.launch_id]
+
+
+class TroubleForOneJob(FakeBackend):
+    """Every call about `troubled` (a job id) raises `error`; other jobs are served normally."""
+
+    troubled = ""
+    error: type[Exception] = ValueError
+
+    def _check(self, launch_id: str) -> None:
+        if launch_id.startswith(self.troubled):
+            raise self.error(f"trouble with {self.troubled}")
+
+    def launch(self, request: LaunchRequest) -> str:
+        self._check(request.launch_id)
+        return super().launch(request)
+
+    def find(self, launch_id: str) -> str | None:
+        self._check(launch_id)
+        return super().find(launch_id)
+
+    def status(self, handle: str) -> SessionStatus:
+        self._check(handle)
+        return super().status(handle)
+
+
+@pytest.mark.parametrize("error", [ValueError, Transient, Rejected, TimeoutError])
+def test_one_jobs_errors_do_not_hold_up_the_others(
+    db: Database, tmp_path: Path, error: type[Exception]
+) -> None:
+    clock = ManualClock()
+    backend = TroubleForOneJob(
+        tmp_path / "fake", session_seconds=5, poll_seconds=1, clock=clock.seconds
+    )
+    backend.error = error
+    engine = _engine(db, backend, tmp_path, clock)
+    troubled, *others = submit_jobs(engine, 4, total_steps=30)
+    backend.troubled = troubled
+    # Three 10-step segments of 5 s each, polled every second: 25 ticks are enough for a job
+    # that nothing holds up.
+    tick(engine, clock, 25)
+
+    for job_id in others:
+        job, segments = job_and_segments(db, job_id)
+        assert job.state == "succeeded", (job.state, job.reason)
+        assert _final_digest(db, job_id) == uninterrupted_digest(30)
+    job, segments = job_and_segments(db, troubled)
+    assert not [s for s in segments if s.state in ACTIVE_SEGMENT_STATES and s.handle]
+    if error is Transient or error is TimeoutError:
+        assert job.state == "running"  # waits with backoff, launching nothing
+        assert job.transient_errors > 0
+    else:
+        assert job.state == "failed"
+        assert f"trouble with {troubled}" in (job.reason or "")
