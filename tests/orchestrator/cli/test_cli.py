@@ -21,16 +21,6 @@ from tests.factories import ADMIN_TOKEN, job_spec, live_server, wait_finished
 
 
 @pytest.fixture
-def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Settings:
-    monkeypatch.setenv("BATON_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("BATON_ADMIN_TOKEN", ADMIN_TOKEN)
-    monkeypatch.setenv("BATON_TOKEN", ADMIN_TOKEN)
-    monkeypatch.setenv("BATON_CONFIG", str(tmp_path / "baton-config.toml"))
-    monkeypatch.delenv("BATON_URL", raising=False)
-    return settings
-
-
-@pytest.fixture
 def server(cli_env: Settings) -> Iterator[str]:
     with live_server(cli_env) as url:
         yield url
