@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from orchestrator.planner import (
     ESTIMATE_PADDING,
     CheckpointRef,
     PastSegment,
+    SegmentPlan,
     build_segment_spec,
     learn_estimates,
     minimum_session_seconds,
     plan_next_segment,
 )
 from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
-from tests.factories import job_spec
-from worker.contract import Estimates, ExpectedCheckpoint
+from tests.factories import job_spec, kaggle_spec
+from worker.contract import Estimates, ExpectedCheckpoint, MarginPolicy, SegmentSpec
 
 SPEC = JobSpec.model_validate(job_spec(session={"limit_seconds": 600}))
 
@@ -105,3 +108,58 @@ def test_one_slow_start_up_does_not_raise_the_minimum_session() -> None:
     assert minimum_session_seconds([past(5.0), past(14.0), past(5.5)]) == pytest.approx(11.0)
     assert minimum_session_seconds([past(14.0), past(15.0), past(5.0)]) == pytest.approx(28.0)
     assert minimum_session_seconds([past(5.0), past(14.0)]) == pytest.approx(10.0)
+
+
+def test_the_segment_spec_carries_the_plan_and_the_jobs_settings_whole() -> None:
+    spec = JobSpec.model_validate(
+        job_spec(
+            config={"lr": 0.5},
+            total_steps=90,
+            seed=3,
+            session={"limit_seconds": 600, "margin": {"k_steps": 3.0, "safety_seconds": 4.0}},
+        )
+    )
+    estimates = Estimates(save_seconds=6.0, upload_seconds=2.0, exit_seconds=1.0, step_seconds=0.4)
+    plan = SegmentPlan(4, 60, 300.0, estimates, CheckpointRef(3, 60))
+    assert build_segment_spec("j9", spec, plan) == SegmentSpec(
+        job_id="j9",
+        segment_index=4,
+        trainer=spec.trainer,
+        config={"lr": 0.5},
+        total_steps=90,
+        limit_seconds=300.0,
+        seed=3,
+        margin=MarginPolicy(k_steps=3.0, safety_seconds=4.0),
+        estimates=estimates,
+        resume_path="input/checkpoint",
+        expect=ExpectedCheckpoint("j9", 3, 60),
+        nproc=1,
+    )
+
+
+def test_estimates_without_session_or_step_times_still_learn_save_and_upload() -> None:
+    learned = learn_estimates([_past(4.0, step=None, session=None)])
+    assert learned == Estimates(
+        save_seconds=4.0 * ESTIMATE_PADDING,
+        upload_seconds=2.0 * ESTIMATE_PADDING,
+        exit_seconds=0.0,
+        step_seconds=None,
+    )
+    # A session the backend timed shorter than the worker's own clock has no exit cost.
+    assert learn_estimates([_past(4.0, session=90.0)]).exit_seconds == 0.0
+    assert learn_estimates([_past(4.0, session=98.0)]).exit_seconds == 0.0
+
+
+def test_a_self_chained_segment_keeps_time_to_publish_and_push_its_successor() -> None:
+    spec = JobSpec.model_validate(
+        kaggle_spec({"self_chain": True, "enable_internet": True, "chain_reserve_seconds": 30})
+    )
+    first = plan_next_segment(spec, 0, None, [])
+    assert first.estimates == Estimates(upload_seconds=30.0)
+    # A measured upload longer than the reserve wins.
+    slow = [_past(100.0)]  # upload 50 s
+    assert plan_next_segment(spec, 1, CheckpointRef(0, 10), slow).estimates == replace(
+        learn_estimates(slow), upload_seconds=50.0 * ESTIMATE_PADDING
+    )
+    plain = JobSpec.model_validate(kaggle_spec())
+    assert plan_next_segment(plain, 0, None, []).estimates == Estimates()

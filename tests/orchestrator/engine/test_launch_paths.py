@@ -91,11 +91,14 @@ def test_a_refusal_counts_as_one_failure_and_the_retry_resumes_exactly(
 
 def _final_digest(db: Database, job_id: str) -> str:
     with db.transaction() as session:
-        return session.scalars(
-            select(Checkpoint.model_digest)
-            .where(Checkpoint.job_id == job_id)
-            .order_by(Checkpoint.step.desc())
-        ).first() or ""
+        return (
+            session.scalars(
+                select(Checkpoint.model_digest)
+                .where(Checkpoint.job_id == job_id)
+                .order_by(Checkpoint.step.desc())
+            ).first()
+            or ""
+        )
 
 
 class CancelledWhileLaunching(FakeBackend):

@@ -128,9 +128,7 @@ def test_a_source_kaggle_cannot_mount_fails_the_launch_with_the_reason(
     api: TestClient, emulator: Emulator
 ) -> None:
     api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
-    spec = kaggle_spec(
-        {"dataset_sources": ["alice/no-such-dataset"]}, retry={"max_failures": 0}
-    )
+    spec = kaggle_spec({"dataset_sources": ["alice/no-such-dataset"]}, retry={"max_failures": 0})
     job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
     job = wait_finished(api, job_id, timeout=60)
 

@@ -27,7 +27,9 @@ JOB = "j1"
 STATE = "state.bin"
 
 
-def _backend(account: KaggleAccount, tmp_path: Path, clock: ManualClock | None = None) -> KaggleBackend:
+def _backend(
+    account: KaggleAccount, tmp_path: Path, clock: ManualClock | None = None
+) -> KaggleBackend:
     options = KaggleSpec.model_validate(kaggle_spec()["kaggle"])
     workdir = tmp_path / "kaggle" / JOB
     if clock is None:
@@ -71,12 +73,6 @@ def _pushed_and_complete(emulator: Emulator, account: KaggleAccount, tmp_path: P
 def _stored_state(emulator: Emulator) -> Path:
     [session] = emulator.sessions(f"alice/{kernel_slug(JOB)}")
     return session.root / "working" / CHECKPOINT_DIR / STATE
-
-
-@pytest.fixture
-def emulator(tmp_path: Path) -> Emulator:  # type: ignore[misc]
-    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR) as running:
-        yield running  # type: ignore[misc]
 
 
 def test_a_checkpoint_that_fails_verification_is_downloaded_again(

@@ -1,0 +1,115 @@
+"""Tokens without the API: what a presented token resolves to, expiry to the second, revocation
+of one's own tokens only, and the admin's bootstrap token. On a real (SQLite) database."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from orchestrator.auth import (
+    ADMIN_USER,
+    TOKEN_PREFIX,
+    BootstrapToken,
+    TokenNotFound,
+    ensure_admin_token,
+    get_or_create_user,
+    hash_token,
+    issue_token,
+    list_tokens,
+    new_token,
+    revoke_token,
+    token_for,
+    user_for_token,
+)
+from orchestrator.db import Database
+from orchestrator.models import ApiToken
+
+NOW = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def db(sqlite_db: Database) -> Database:
+    return sqlite_db
+
+
+def test_a_new_token_is_prefixed_and_carries_32_random_bytes() -> None:
+    tokens = {new_token() for _ in range(20)}
+    assert len(tokens) == 20
+    assert all(t.startswith(TOKEN_PREFIX) and len(t) == len(TOKEN_PREFIX) + 43 for t in tokens)
+    assert hash_token("bt_x") == hashlib.sha256(b"bt_x").hexdigest()
+
+
+def test_a_token_resolves_to_its_user_until_it_expires(db: Database) -> None:
+    with db.transaction() as session:
+        lasting = issue_token(session, "alice")
+        expiring = issue_token(session, "alice", "ci", expires_at=NOW + timedelta(hours=1))
+        alice = get_or_create_user(session, "alice")
+    with db.transaction() as session:
+        assert token_for(session, lasting, NOW + timedelta(days=3650)) is not None
+        row = token_for(session, expiring, NOW)
+        assert row is not None
+        assert (row.user_id, row.name) == (alice.id, "ci")
+        assert token_for(session, expiring, NOW + timedelta(minutes=59)) is not None
+        assert token_for(session, expiring, NOW + timedelta(hours=1)) is None  # expired at once
+        assert token_for(session, "bt_unknown", NOW) is None
+        user = user_for_token(session, lasting)
+        assert user is not None
+        assert user.name == "alice"
+        assert user_for_token(session, "bt_unknown") is None
+
+
+def test_an_expired_token_resolves_to_nobody(db: Database) -> None:
+    with db.transaction() as session:
+        token = issue_token(session, "bob", expires_at=datetime.now(UTC) - timedelta(seconds=1))
+        assert user_for_token(session, token) is None
+        [row] = session.scalars(select(ApiToken)).all()
+        assert row.name == "cli"
+
+
+def test_users_list_and_revoke_only_their_own_tokens(db: Database) -> None:
+    with db.transaction() as session:
+        first = issue_token(session, "alice", "first")
+        issue_token(session, "alice", "second")
+        bobs = issue_token(session, "bob")
+        alice = get_or_create_user(session, "alice")
+        bob = get_or_create_user(session, "bob")
+    with db.transaction() as session:
+        names = [row.name for row in list_tokens(session, alice.id)]
+        assert names == ["first", "second"]
+        [bob_row] = list_tokens(session, bob.id)
+        with pytest.raises(TokenNotFound) as refused:
+            revoke_token(session, alice.id, bob_row.id)
+        assert refused.value.args == (bob_row.id,)
+        with pytest.raises(TokenNotFound):
+            revoke_token(session, alice.id, "tnope")
+    with db.transaction() as session:
+        assert user_for_token(session, bobs) is not None
+        [first_row, _] = list_tokens(session, alice.id)
+        revoke_token(session, alice.id, first_row.id)
+    with db.transaction() as session:
+        assert user_for_token(session, first) is None
+        assert [row.name for row in list_tokens(session, alice.id)] == ["second"]
+
+
+def test_the_bootstrap_token_cannot_be_revoked_and_a_new_one_retires_it(
+    db: Database, tmp_path: Path
+) -> None:
+    with db.transaction() as session:
+        old = ensure_admin_token(session, "bt_configured_old", tmp_path / "admin-token")
+        admin = get_or_create_user(session, ADMIN_USER)
+        [row] = list_tokens(session, admin.id)
+        with pytest.raises(BootstrapToken) as refused:
+            revoke_token(session, admin.id, row.id)
+        assert refused.value.args == (row.id,)
+    with db.transaction() as session:
+        assert ensure_admin_token(session, "bt_configured_new", tmp_path / "t") == (
+            "bt_configured_new"
+        )
+        assert user_for_token(session, old) is None
+        user = user_for_token(session, "bt_configured_new")
+        assert user is not None
+        assert user.name == ADMIN_USER
