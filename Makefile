@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # A CPU build of torch; a looser pin pulls a multi-GB CUDA build. Override on a GPU machine.
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test mutate lint format bench clean
+.PHONY: demo test mutate mutate-sweep lint format bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -23,6 +23,12 @@ test: $(VENV)/.installed
 mutate: $(VENV)/.installed
 	$(PY) -m tests.mutation --baseline
 
+# mutmut's generated mutants of the pure core modules ([tool.mutmut] in pyproject.toml), each run
+# against that module's fast tests; then the per-module table for docs/testing.md. Not in CI.
+mutate-sweep: $(VENV)/.installed
+	$(VENV)/bin/mutmut run --max-children 2
+	$(PY) -m tests.mutation.sweep
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -37,4 +43,4 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache mutants

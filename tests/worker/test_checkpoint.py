@@ -152,5 +152,8 @@ def test_garbage_manifest_is_rejected(committed):
 )
 def test_stale_checkpoint_is_rejected(committed, expect):
     directory, _ = committed
-    with pytest.raises(StaleCheckpoint):
+    # The message is what the segment's error and the job's reason show the user.
+    wanted = f"expected {(expect.job_id, expect.segment_index, expect.step)}"
+    with pytest.raises(StaleCheckpoint, match="checkpoint is not the expected one") as stale:
         load_checkpoint(directory, expect)
+    assert str(stale.value).endswith(wanted)
