@@ -50,9 +50,10 @@ def test_a_token_resolves_to_its_user_until_it_expires(db: Database) -> None:
         alice = get_or_create_user(session, "alice")
     with db.transaction() as session:
         assert token_for(session, lasting, NOW + timedelta(days=3650)) is not None
-        row = token_for(session, expiring, NOW)
-        assert row is not None
-        assert (row.user_id, row.name) == (alice.id, "ci")
+        found = token_for(session, expiring, NOW)
+        assert found is not None
+        row, user = found
+        assert (row.user_id, row.name, user.id) == (alice.id, "ci", alice.id)
         assert token_for(session, expiring, NOW + timedelta(minutes=59)) is not None
         assert token_for(session, expiring, NOW + timedelta(hours=1)) is None  # expired at once
         assert token_for(session, "bt_unknown", NOW) is None
