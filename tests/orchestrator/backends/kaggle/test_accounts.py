@@ -1,5 +1,5 @@
 """Whose Kaggle account a job uses, and what a job does when Kaggle refuses it: two users with
-two accounts, a key Kaggle answers 401, and a source Kaggle cannot mount. Through the API and its
+two accounts, a key Kaggle answers 401, and a source that cannot be mounted. Through the API and its
 reconcile loop, against the emulator (which records who made every call)."""
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def test_a_key_kaggle_answers_401_fails_the_job_once_with_the_reason(
     assert emulator.callers <= {"alice"}
 
 
-def test_a_source_kaggle_cannot_mount_fails_the_launch_with_the_reason(
+def test_a_source_that_cannot_be_mounted_fails_the_job_without_a_push(
     api: TestClient, emulator: Emulator
 ) -> None:
     api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
@@ -133,9 +133,9 @@ def test_a_source_kaggle_cannot_mount_fails_the_launch_with_the_reason(
     job = wait_finished(api, job_id, timeout=60)
 
     assert job["state"] == "failed"
-    assert "Kaggle could not mount alice/no-such-dataset" in job["reason"]
+    assert "dataset source alice/no-such-dataset does not exist" in job["reason"]
     [segment] = _segments(api, job_id, auth())
     assert segment["state"] == "failed"
-    assert segment["error"].startswith("launch refused: Kaggle could not mount")
-    # The refusal is final: the launch is not pushed again.
-    assert emulator.push_counts == {f"alice/{kernel_slug(job_id)}": 1}
+    assert segment["error"].startswith("launch refused: dataset source alice/no-such-dataset")
+    # Refused before any push, and final: nothing is pushed later either.
+    assert emulator.push_counts == {}
