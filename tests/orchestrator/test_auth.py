@@ -123,3 +123,19 @@ def test_a_stored_time_is_read_as_utc_and_an_aware_one_keeps_its_instant() -> No
     elsewhere = datetime(2026, 11, 22, 11, 0, tzinfo=timezone(timedelta(hours=2)))
     assert as_utc(elsewhere) == NOW
     assert as_utc(elsewhere).utcoffset() == timedelta(hours=2)
+
+
+def test_without_a_configured_token_the_admin_token_file_is_made_once_and_reused(
+    db: Database, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "data" / "admin-token"
+    with db.transaction() as session:
+        first = ensure_admin_token(session, None, token_file)
+    assert first.startswith(TOKEN_PREFIX)
+    assert token_file.read_text() == first + "\n"
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    with db.transaction() as session:  # the next start reads the file
+        assert ensure_admin_token(session, None, token_file) == first
+        user = user_for_token(session, first)
+        assert user is not None
+        assert user.name == ADMIN_USER
