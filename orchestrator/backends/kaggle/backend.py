@@ -291,7 +291,9 @@ class KaggleBackend:
         return f"the kernel left no {RESULT_FILE} ({status}: {message or 'no output'})"
 
     def _take_checkpoint(self, source: Path, store: Path, expect: ExpectedCheckpoint) -> None:
-        attempts_file = source.parent / ".verify-attempts"
+        # Beside the staging folder, not in it: every fetch starts by emptying the staging folder.
+        staging = source.parent
+        attempts_file = staging.parent / f".{staging.name}.verify-attempts"
         try:
             verify_checkpoint(source, expect)
         except CorruptCheckpoint:
@@ -305,6 +307,7 @@ class KaggleBackend:
             raise Transient("downloaded checkpoint failed verification") from None
         store.parent.mkdir(parents=True, exist_ok=True)
         os.replace(source, store)
+        attempts_file.unlink(missing_ok=True)
 
     # --- steering -------------------------------------------------------------------------
 

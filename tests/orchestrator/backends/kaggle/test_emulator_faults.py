@@ -97,13 +97,6 @@ def test_a_checkpoint_that_fails_verification_is_downloaded_again(
     assert len(emulator.calls("ListKernelSessionOutput")) == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=Transient,
-    reason="bug: _download wipes the staging dir and with it .verify-attempts, so the attempt "
-    "count restarts at 1 on every collect and a checkpoint that never verifies is fetched "
-    "again forever instead of being rejected after DOWNLOAD_ATTEMPTS",
-)
 def test_a_checkpoint_that_never_verifies_is_rejected_after_three_downloads(
     emulator: Emulator, tmp_path: Path
 ) -> None:
