@@ -2,21 +2,20 @@
 
 1. Seeds N jobs (each waiting on a quota refresh a day away, with two finished segments) into a
    fresh PostgreSQL schema, behind the API as its own process (uvicorn, no reconcile loop).
-2. From a second process (locust, benchmarks/locustfile.py), sends GET /api/v1/jobs/{id}, the
-   paginated job list and a trivial endpoint (/livez: no database) at a fixed rate, in
-   alternating phases so that a change in the machine's load hits all three alike, and reports
-   p50/p99 of each, the rate achieved, and the ratios to the trivial endpoint.
+2. From a second process (benchmarks/fixed_rate.py), sends GET /api/v1/jobs/{id}, the paginated
+   job list and a trivial endpoint (/livez: no database) at a fixed rate, in alternating
+   phases so that a change in the machine's load hits all three alike, and reports p50/p99 of
+   each and the ratios to the trivial endpoint.
 3. Starts beat and two Celery workers and times how long they take to visit every job once
    (a visit sets the job's next_attempt_at: here, to its quota refresh).
 
-Bounded in count (jobs) and in time (every wait has a limit). Writes
+Bounded in count (requests, jobs) and in time (every wait has a limit). Writes
 benchmarks/results/load.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import random
@@ -36,7 +35,6 @@ from tests.scale.cluster import Cluster, RedisServer, postgres_schema
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "load.json"
-LOCUSTFILE = REPO_ROOT / "benchmarks" / "locustfile.py"
 SPEC = {
     "name": "load",
     "backend": "local",
@@ -109,62 +107,38 @@ def seed(database_url: str, jobs: int) -> list[str]:
     return ids
 
 
-USERS = 50  # locust users sharing the rate: 4 requests a second each at 200 req/s
-
-
-def measure_api(
-    url: str, ids: list[str], rate: float, seconds: float, workdir: Path
-) -> list[dict[str, Any]]:
+def measure_api(url: str, ids: list[str], rate: float, requests: int) -> list[dict[str, Any]]:
     picker = random.Random(0)
     pages = len(ids) // 50
-    count = max(1, int(rate * seconds))
-    job_paths = [f"/api/v1/jobs/{picker.choice(ids)}" for _ in range(count)]
+    job_paths = [f"/api/v1/jobs/{picker.choice(ids)}" for _ in range(requests)]
     list_paths = [
-        f"/api/v1/jobs?limit=50&offset={50 * picker.randrange(pages)}" for _ in range(count)
+        f"/api/v1/jobs?limit=50&offset={50 * picker.randrange(pages)}" for _ in range(requests)
     ]
-    # A warm-up at the same rate (discarded: database connections, prepared statements, caches),
-    # then alternating phases, twice over, so a shift in the machine's load hits all three alike.
-    run_phase(url, "warm-up", job_paths, rate, seconds, workdir)
-    return [
-        run_phase(url, name, paths, rate, seconds, workdir)
-        for _ in range(2)
-        for name, paths in (("trivial", ["/livez"]), ("job", job_paths), ("list", list_paths))
-    ]
-
-
-def run_phase(
-    url: str, name: str, paths: list[str], rate: float, seconds: float, workdir: Path
-) -> dict[str, Any]:
-    """One phase, from a second process (locust); its figures from locust's CSV summary."""
-    plan = workdir / "plan.json"
-    plan.write_text(
-        json.dumps(
-            {"name": name, "paths": paths, "rate": rate, "users": USERS, "token": ADMIN_TOKEN}
+    # Alternating phases, twice over: a shift in the machine's load hits all three alike. First,
+    # a warm-up (discarded) at the same rate: database connections, prepared statements, caches.
+    half = requests // 2
+    warm_up = {"name": "warm-up", "paths": job_paths, "requests": requests // 2}
+    phases = [warm_up] + [
+        {"name": name, "paths": paths[i * half : (i + 1) * half], "requests": half}
+        for i in range(2)
+        for name, paths in (
+            ("trivial", ["/livez"] * requests),
+            ("job", job_paths),
+            ("list", list_paths),
         )
-    )
-    prefix = workdir / name
-    # fmt: off
-    argv = [
-        str(Path(sys.executable).parent / "locust"), "-f", str(LOCUSTFILE),
-        "--headless", "--users", str(USERS), "--spawn-rate", str(USERS),
-        "--run-time", f"{seconds:g}s", "--host", url, "--csv", str(prefix), "--only-summary",
-        "--loglevel", "WARNING",
     ]
-    # fmt: on
-    env = {**os.environ, "BATON_LOAD_PLAN": str(plan)}
-    # locust exits 1 when a request failed: the CSV counts the failures, which the record keeps.
-    subprocess.run(argv, env=env, capture_output=True, timeout=seconds + 120, check=False)
-    with open(f"{prefix}_stats.csv", newline="") as stats:
-        row = next(row for row in csv.DictReader(stats) if row["Name"] == name)
-    return {
-        "name": name,
-        "requests": int(row["Request Count"]),
-        "errors": int(row["Failure Count"]),
-        "p50_ms": float(row["50%"]),
-        "p99_ms": float(row["99%"]),
-        "max_ms": round(float(row["Max Response Time"]), 1),
-        "achieved_rate": round(float(row["Requests/s"]), 1),
-    }
+    plan = {"url": url, "token": ADMIN_TOKEN, "rate": rate, "phases": phases}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.fixed_rate"],
+        input=json.dumps(plan),
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120 + 30 * requests / rate,
+        check=True,
+    )
+    results: list[dict[str, Any]] = json.loads(done.stdout)
+    return [result for result in results if result["name"] != warm_up["name"]]
 
 
 def merge_halves(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -224,7 +198,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=200.0)
-    parser.add_argument("--seconds", type=float, default=10.0, help="per phase (6 per rate)")
+    parser.add_argument("--requests", type=int, default=1000, help="per endpoint")
     parser.add_argument("--api-workers", type=int, default=2, help="as in docker-compose.yml")
     parser.add_argument("--visit-timeout", type=float, default=900.0)
     parser.add_argument("--out", type=Path, default=RESULTS, help="the JSON record to update")
@@ -256,11 +230,12 @@ def main() -> None:
                     # The same mix at a tenth of the rate: what one request costs when the server
                     # is not queueing (on a shared machine, what is left of its 2 cores).
                     f"{rate:g}_per_s": with_ratios(
-                        merge_halves(
-                            measure_api(cluster.api_url, ids, rate, args.seconds, Path(tmp))
-                        )
+                        merge_halves(measure_api(cluster.api_url, ids, rate, requests))
                     )
-                    for rate in (args.rate / 10, args.rate)
+                    for rate, requests in (
+                        (args.rate / 10, args.requests // 10),
+                        (args.rate, args.requests),
+                    )
                 }
             )
             for rate, figures in api.items():
@@ -284,11 +259,7 @@ def main() -> None:
     # A run of one part (--no-api, --no-visits) keeps the other part's last figures.
     record = json.loads(args.out.read_text()) if args.out.exists() else {}
     if api:
-        record["api"] = (
-            conditions
-            | {"rate": args.rate, "seconds_per_phase": args.seconds, "users": USERS}
-            | api
-        )
+        record["api"] = conditions | {"rate": args.rate, "per_endpoint": args.requests} | api
     if visits:
         record["visits"] = conditions | visits
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ def test_a_small_load_run_measures_every_endpoint_and_visits_every_job(tmp_path:
     # fmt: off
     argv = [
         sys.executable, "-m", "benchmarks.load", "--jobs", "300", "--rate", "40",
-        "--seconds", "3", "--visit-timeout", "240", "--out", str(out),
+        "--requests", "40", "--visit-timeout", "240", "--out", str(out),
     ]
     # fmt: on
     ran = subprocess.run(

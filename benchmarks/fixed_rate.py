@@ -1,0 +1,116 @@
+"""`python -m benchmarks.fixed_rate`: an open-loop HTTP client at a fixed request rate.
+
+Request i is sent at start + i/rate whether or not earlier ones have answered, so a slow server
+cannot slow the client down and hide its own latency (coordinated omission). Each request's
+latency is measured from its scheduled send time. Reads a JSON plan on stdin, writes results as
+JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+CONNECTIONS = 32  # as a load balancer's pool to its backends
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    paths: list[str]  # sent in this order, cycling if shorter than `requests`
+    requests: int
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    name: str
+    requests: int
+    errors: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    achieved_rate: float
+    max_send_lag_ms: float  # how far behind schedule the client itself fell
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summarize(
+    name: str, latencies: list[float], lags: list[float], errors: int, elapsed: float
+) -> PhaseResult:
+    return PhaseResult(
+        name=name,
+        requests=len(latencies),
+        errors=errors,
+        p50_ms=round(percentile(latencies, 50) * 1000, 2),
+        p99_ms=round(percentile(latencies, 99) * 1000, 2),
+        max_ms=round(max(latencies) * 1000, 2),
+        achieved_rate=round(len(latencies) / elapsed, 1),
+        max_send_lag_ms=round(max(lags) * 1000, 2),
+    )
+
+
+async def run_phase(client: httpx.AsyncClient, phase: Phase, rate: float) -> PhaseResult:
+    latencies: list[float] = []
+    lags: list[float] = []
+    errors = 0
+    start = time.perf_counter()
+    # Requests beyond the connections wait here, in a FIFO, rather than in httpx's pool, whose
+    # bookkeeping grows with its queue and would slow the client itself under a backlog.
+    connections = asyncio.Semaphore(CONNECTIONS)
+
+    async def one(path: str, scheduled: float) -> None:
+        nonlocal errors
+        lags.append(time.perf_counter() - scheduled)
+        async with connections:
+            try:
+                response = await client.get(path)
+                if response.status_code != 200:
+                    errors += 1
+            except httpx.HTTPError:
+                errors += 1
+        latencies.append(time.perf_counter() - scheduled)
+
+    tasks = []
+    for index in range(phase.requests):
+        scheduled = start + index / rate
+        delay = scheduled - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        path = phase.paths[index % len(phase.paths)]
+        tasks.append(asyncio.create_task(one(path, scheduled)))
+    await asyncio.gather(*tasks)
+    return summarize(phase.name, latencies, lags, errors, time.perf_counter() - start)
+
+
+async def run(url: str, token: str, rate: float, phases: list[Phase]) -> list[PhaseResult]:
+    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(
+        base_url=url, headers=headers, limits=limits, timeout=30
+    ) as client:
+        await client.get("/healthz")  # open a connection before the clock starts
+        return [await run_phase(client, phase, rate) for phase in phases]
+
+
+def main() -> None:
+    plan: dict[str, Any] = json.load(sys.stdin)
+    phases = [Phase(**phase) for phase in plan["phases"]]
+    results = asyncio.run(run(plan["url"], plan["token"], float(plan["rate"]), phases))
+    json.dump([asdict(result) for result in results], sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
