@@ -1,4 +1,4 @@
-"""`python -m benchmarks.fixed_rate`: an open-loop HTTP client at a fixed request rate.
+"""`python -m benchmarks.fixed_rate`: an open-loop HTTP client (aiohttp) at a fixed request rate.
 
 Request i is sent at start + i/rate whether or not earlier ones have answered, so a slow server
 cannot slow the client down and hide its own latency (coordinated omission). Each request's
@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 CONNECTIONS = 32  # as a load balancer's pool to its backends
 
@@ -62,7 +62,7 @@ def summarize(
     )
 
 
-async def run_phase(client: httpx.AsyncClient, phase: Phase, rate: float) -> PhaseResult:
+async def run_phase(client: aiohttp.ClientSession, phase: Phase, rate: float) -> PhaseResult:
     latencies: list[float] = []
     lags: list[float] = []
     errors = 0
@@ -76,10 +76,11 @@ async def run_phase(client: httpx.AsyncClient, phase: Phase, rate: float) -> Pha
         lags.append(time.perf_counter() - scheduled)
         async with connections:
             try:
-                response = await client.get(path)
-                if response.status_code != 200:
-                    errors += 1
-            except httpx.HTTPError:
+                async with client.get(path) as response:
+                    await response.read()
+                    if response.status != 200:
+                        errors += 1
+            except aiohttp.ClientError:
                 errors += 1
         latencies.append(time.perf_counter() - scheduled)
 
@@ -96,12 +97,11 @@ async def run_phase(client: httpx.AsyncClient, phase: Phase, rate: float) -> Pha
 
 
 async def run(url: str, token: str, rate: float, phases: list[Phase]) -> list[PhaseResult]:
-    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
     headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(
-        base_url=url, headers=headers, limits=limits, timeout=30
-    ) as client:
-        await client.get("/healthz")  # open a connection before the clock starts
+    connector = aiohttp.TCPConnector(limit=CONNECTIONS)
+    async with aiohttp.ClientSession(base_url=url, headers=headers, connector=connector) as client:
+        async with client.get("/livez") as first:
+            await first.read()
         return [await run_phase(client, phase, rate) for phase in phases]
 
 
