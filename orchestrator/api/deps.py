@@ -113,3 +113,7 @@ CurrentUser = Annotated[User, Depends(current_user)]
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 JobId = Annotated[str, Path(pattern=ID_PATTERN, description="A job id, as submit returned it")]
 TokenId = Annotated[str, Path(pattern=ID_PATTERN, description="A token's id (GET /api/v1/tokens)")]
+# Steps and event ids are 32-bit integer columns in PostgreSQL: a larger number in a path or a
+# query is refused before any query, where PostgreSQL would raise "integer out of range".
+MAX_DB_INTEGER = 2**31 - 1
+Step = Annotated[int, Path(ge=0, le=MAX_DB_INTEGER, description="A checkpoint's step")]

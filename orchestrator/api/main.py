@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 
 from orchestrator.api.body_limit import BodyLimit
 from orchestrator.api.deps import Services
+from orchestrator.api.method_not_allowed import method_not_allowed
 from orchestrator.api.routes import (
     checkpoints,
     credentials,
@@ -67,6 +68,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(ui.root)
     app.mount("/ui/static", ui.static, name="ui-static")
     app.add_exception_handler(RequestValidationError, validation_error_answer)
+    app.add_exception_handler(status.HTTP_405_METHOD_NOT_ALLOWED, method_not_allowed)
     app.add_middleware(BodyLimit, max_bytes=services.settings.max_body_bytes)
 
     @app.exception_handler(ActionConflict)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path as FilePath
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, HTTPException, Path, status
+from fastapi import APIRouter, HTTPException, status
 from fastapi.responses import FileResponse
 
 from orchestrator import queries
-from orchestrator.api.deps import CurrentUser, JobId, ServicesDep
+from orchestrator.api.deps import CurrentUser, JobId, ServicesDep, Step
 from orchestrator.db import Database
 from worker.contract import MANIFEST_FILE
 
@@ -34,7 +34,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 )
 def checkpoint_file(
     job_id: JobId,
-    step: Annotated[int, Path(ge=0, le=2**62)],
+    step: Step,
     name: str,
     user: CurrentUser,
     services: ServicesDep,

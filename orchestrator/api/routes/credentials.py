@@ -12,6 +12,7 @@ from fastapi import APIRouter, HTTPException, Response, status
 from pydantic import BaseModel
 
 from orchestrator.api.deps import CurrentUser, ServicesDep
+from orchestrator.api.links import link
 from orchestrator.credentials import (
     KaggleCredentialsIn,
     delete_kaggle_credentials,
@@ -20,8 +21,9 @@ from orchestrator.credentials import (
 from orchestrator.models import KaggleCredential
 
 PREFIX = "/api/v1/credentials"
+_PATH = f"{PREFIX}/kaggle"
 router = APIRouter(
-    prefix=f"{PREFIX}/kaggle",
+    prefix=_PATH,
     tags=["credentials"],
     responses={401: {"description": "Missing or invalid API token"}},
 )
@@ -50,7 +52,15 @@ def _not_found() -> HTTPException:
     "",
     response_model=KaggleCredentialsOut,
     # FastAPI answers a body that is not UTF-8 with 400 before validation runs.
-    responses={400: {"description": "The body could not be read as JSON"}},
+    responses={
+        200: {
+            "links": {
+                "ShowCredentials": link(_PATH, "get", "What is stored now"),
+                "ForgetCredentials": link(_PATH, "delete", "Delete them"),
+            }
+        },
+        400: {"description": "The body could not be read as JSON"},
+    },
 )
 def store_credentials(
     body: KaggleCredentialsIn, user: CurrentUser, services: ServicesDep

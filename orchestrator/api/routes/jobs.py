@@ -9,7 +9,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
 
 from orchestrator import queries
-from orchestrator.api.deps import CurrentUser, JobId, ServicesDep
+from orchestrator.api.deps import MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
+from orchestrator.api.links import link
 from orchestrator.api.schemas import (
     CheckpointOut,
     EventOut,
@@ -33,6 +34,20 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such job
 _CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {"description": "The job's state does not allow this action"}
 }
+_JOB = "/api/v1/jobs/{job_id}"
+_THIS_JOB = {"job_id": "$response.body#/id"}
+# Where a job's answer leads: the job's own routes, by the id in the answer.
+_JOB_LINKS = {
+    "GetJob": link(_JOB, "get", "The job", **_THIS_JOB),
+    "CancelJob": link(f"{_JOB}/cancel", "post", "Cancel it", **_THIS_JOB),
+    "PauseJob": link(f"{_JOB}/pause", "post", "Pause it", **_THIS_JOB),
+    "ResumeJob": link(f"{_JOB}/resume", "post", "Resume it", **_THIS_JOB),
+    "ListSegments": link(f"{_JOB}/segments", "get", "Its segments", **_THIS_JOB),
+    "SegmentLog": link(f"{_JOB}/segments/{{index}}/log", "get", "A segment's log", **_THIS_JOB),
+    "ListEvents": link(f"{_JOB}/events", "get", "Its events", **_THIS_JOB),
+    "ListMetrics": link(f"{_JOB}/metrics", "get", "Its metric series", **_THIS_JOB),
+    "ListCheckpoints": link(f"{_JOB}/checkpoints", "get", "Its checkpoints", **_THIS_JOB),
+}
 
 
 @router.post(
@@ -40,7 +55,16 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {
     status_code=status.HTTP_201_CREATED,
     response_model=JobOut,
     # FastAPI answers a body that is not UTF-8 with 400 before validation runs.
-    responses={400: {"description": "The body could not be read as JSON"}},
+    responses={
+        201: {"links": _JOB_LINKS},
+        400: {"description": "The body could not be read as JSON"},
+        422: {
+            "description": "The spec is invalid: a field breaks its schema, or a rule the "
+            "schema cannot state (the trainer must be a worker.Trainer subclass in a package "
+            "this server allows; kaggle options need backend kaggle and stored Kaggle "
+            "credentials; a session fits its accelerator; the memory planner must fit the model)"
+        },
+    },
 )
 def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOut:
     try:
@@ -90,7 +114,7 @@ def list_jobs(
         )
 
 
-@router.get("/{job_id}", response_model=JobOut, responses=_NOT_FOUND)
+@router.get("/{job_id}", response_model=JobOut, responses=_NOT_FOUND | {200: {"links": _JOB_LINKS}})
 def get_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
     with services.db.transaction() as session:
         return queries.get_job(
@@ -109,19 +133,31 @@ def _act(job_id: str, user: User, services: ServicesDep, action: UserAction) -> 
         )
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)
+@router.post(
+    "/{job_id}/cancel",
+    response_model=JobOut,
+    responses=_NOT_FOUND | _CONFLICT | {200: {"links": _JOB_LINKS}},
+)
 def cancel_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
     """Cancel the job; a running session is killed and its unsaved progress is lost."""
     return _act(job_id, user, services, UserAction.CANCEL)
 
 
-@router.post("/{job_id}/pause", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)
+@router.post(
+    "/{job_id}/pause",
+    response_model=JobOut,
+    responses=_NOT_FOUND | _CONFLICT | {200: {"links": _JOB_LINKS}},
+)
 def pause_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
     """Pause; a running segment commits a checkpoint early and the job pauses after it."""
     return _act(job_id, user, services, UserAction.PAUSE)
 
 
-@router.post("/{job_id}/resume", response_model=JobOut, responses=_NOT_FOUND | _CONFLICT)
+@router.post(
+    "/{job_id}/resume",
+    response_model=JobOut,
+    responses=_NOT_FOUND | _CONFLICT | {200: {"links": _JOB_LINKS}},
+)
 def resume_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
     """Resume a paused job, or retry a failed one from its last checkpoint."""
     return _act(job_id, user, services, UserAction.RESUME)
@@ -165,7 +201,9 @@ def list_events(
     job_id: JobId,
     user: CurrentUser,
     services: ServicesDep,
-    after: Annotated[int, Query(ge=0, le=2**62, description="only events with a larger id")] = 0,
+    after: Annotated[
+        int, Query(ge=0, le=MAX_DB_INTEGER, description="only events with a larger id")
+    ] = 0,
 ) -> list[EventOut]:
     with services.db.transaction() as session:
         return queries.list_events(session, user.id, job_id, after=after)

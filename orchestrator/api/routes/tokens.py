@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Response, status
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.api.deps import CurrentToken, CurrentUser, ServicesDep, TokenId
+from orchestrator.api.links import link
 from orchestrator.auth import (
     BootstrapToken,
     TokenNotFound,
@@ -86,7 +87,23 @@ def _out(row: ApiToken, current_id: str) -> dict[str, Any]:
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=NewToken,
-    responses={400: {"description": "The body could not be read as JSON"}},
+    responses={
+        201: {
+            "links": {
+                "RevokeToken": link(
+                    "/api/v1/tokens/{token_id}",
+                    "delete",
+                    "Revoke the new token",
+                    token_id="$response.body#/id",
+                )
+            }
+        },
+        400: {"description": "The body could not be read as JSON"},
+        422: {
+            "description": "A field breaks its schema, or expires_at is not between now and "
+            "10 years from now (a rule the schema cannot state)"
+        },
+    },
 )
 def create_token(
     body: TokenIn, user: CurrentUser, token: CurrentToken, services: ServicesDep

@@ -17,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from orchestrator import queries
-from orchestrator.api.deps import ServicesDep
+from orchestrator.api.deps import JobId, ServicesDep, Step
 from orchestrator.api.routes.checkpoints import checkpoint_file_response
 from orchestrator.api.routes.quota import ask_account_quota
 from orchestrator.api.ui import charts
@@ -166,13 +166,13 @@ def _jobs_context(services: ServicesDep, viewer: SignedIn) -> dict[str, Any]:
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(job_id: str, request: Request, services: ServicesDep, viewer: Viewer) -> Response:
+def job_page(job_id: JobId, request: Request, services: ServicesDep, viewer: Viewer) -> Response:
     return templates.TemplateResponse(request, "job.html", _job_context(services, viewer, job_id))
 
 
 @router.get("/jobs/{job_id}/live", response_class=HTMLResponse)
 def job_fragment(
-    job_id: str, request: Request, services: ServicesDep, viewer: FragmentViewer
+    job_id: JobId, request: Request, services: ServicesDep, viewer: FragmentViewer
 ) -> Response:
     return templates.TemplateResponse(
         request, "_job_live.html", _job_context(services, viewer, job_id)
@@ -209,7 +209,7 @@ def _job_context(services: ServicesDep, viewer: SignedIn, job_id: str) -> dict[s
 
 @router.get("/jobs/{job_id}/confirm/{action}", response_class=HTMLResponse)
 def confirm_page(
-    job_id: str, action: UserAction, request: Request, services: ServicesDep, viewer: Viewer
+    job_id: JobId, action: UserAction, request: Request, services: ServicesDep, viewer: Viewer
 ) -> Response:
     with services.db.transaction() as session:
         job = queries.get_job(session, viewer.user.id, job_id)
@@ -219,7 +219,7 @@ def confirm_page(
 
 @router.post("/jobs/{job_id}/{action}")
 def act(
-    job_id: str,
+    job_id: JobId,
     action: UserAction,
     request: Request,
     services: ServicesDep,
@@ -235,6 +235,6 @@ def act(
 
 @router.get("/jobs/{job_id}/checkpoints/{step}/files/{name:path}")
 def download(
-    job_id: str, step: int, name: str, services: ServicesDep, viewer: Viewer
+    job_id: JobId, step: Step, name: str, services: ServicesDep, viewer: Viewer
 ) -> FileResponse:
     return checkpoint_file_response(services.db, viewer.user.id, job_id, step, name)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.factories import job_spec, make_settings, running_api
+from tests.factories import ADMIN_TOKEN, job_spec, make_settings, running_api
 
 BIG = 50 * 1024 * 1024
 
@@ -114,9 +114,9 @@ def _with(place: str | None, field: str, value: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("place", "field", "value"), BAD_NUMBERS)
 def test_numbers_are_finite_and_never_coerced(
-    api: TestClient, place: str | None, field: str, value: Any
+    client: TestClient, place: str | None, field: str, value: Any
 ) -> None:
-    response = _post(api, _with(place, field, value))
+    response = _post(client, _with(place, field, value))
     assert response.status_code == 422, response.text
     assert response.json()["detail"][0]["loc"][-1] == field
 
@@ -200,6 +200,47 @@ def test_odd_job_ids_get_404_or_422(
 ) -> None:
     response = client.request(method, f"/api/v1/jobs/{job_id}{suffix}")
     assert response.status_code in (404, 422), response.text
+    assert len(response.content) <= 4096
+
+
+@pytest.mark.parametrize("token_id", ODD_IDS)
+def test_odd_token_ids_get_404_or_422(client: TestClient, token_id: str) -> None:
+    response = client.delete(f"/api/v1/tokens/{token_id}")
+    assert response.status_code in (404, 422), response.text
+    assert len(response.content) <= 4096
+
+
+# Steps and event ids are 32-bit columns in PostgreSQL: one past the largest is refused before
+# any query, and the largest is a plain miss.
+HUGE_NUMBERS = [
+    "/checkpoints/2147483648/files/model.pt",
+    "/checkpoints/2147483647/files/model.pt",
+    "/checkpoints/99999999999999999999999/files/model.pt",
+    "/events?after=2147483648",
+    "/events?after=1e400",
+    "/segments/1099511627776/log",
+]
+
+
+@pytest.mark.parametrize("suffix", HUGE_NUMBERS)
+def test_huge_numbers_in_paths_and_queries_get_404_or_422(client: TestClient, suffix: str) -> None:
+    job = client.post("/api/v1/jobs", json=job_spec()).json()
+    response = client.get(f"/api/v1/jobs/{job['id']}{suffix}")
+    assert response.status_code in (404, 422), response.text
+
+
+@pytest.mark.parametrize("job_id", ODD_IDS)
+@pytest.mark.parametrize(
+    "path", ["/ui/jobs/{}", "/ui/jobs/{}/live", "/ui/jobs/{}/checkpoints/1/files/a"]
+)
+def test_odd_job_ids_on_the_pages_get_404_or_422(
+    client: TestClient, job_id: str, path: str
+) -> None:
+    signed_in = client.post("/ui/signin", data={"token": ADMIN_TOKEN}, follow_redirects=False)
+    assert signed_in.status_code == 303
+    response = client.get(path.format(job_id), follow_redirects=False)
+    # `/ui/jobs/..%2F` is `/ui/` to the router, which redirects it.
+    assert response.status_code in (404, 422) or response.is_redirect, response.text
     assert len(response.content) <= 4096
 
 
