@@ -32,6 +32,7 @@ def build_backends(
     local = LocalBackend(
         settings.sessions_dir,
         python=settings.worker_python,
+        trainer_paths=settings.trainer_path_dirs,
         grace_seconds=settings.kill_grace_seconds,
         slots=settings.local_slots,
         poll_seconds=settings.reconcile_interval_seconds,
@@ -44,6 +45,7 @@ def build_backends(
         kaggle_clients,
         kaggle_timeout=settings.kaggle_call_timeout_seconds,
         kaggle_poll=settings.kaggle_poll_seconds,
+        trainer_paths=settings.trainer_path_dirs,
     )
 
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,7 @@ class LocalBackend:
         sessions_dir: Path,
         *,
         python: str | None = None,
+        trainer_paths: Sequence[Path] = (),
         grace_seconds: float = 5.0,
         slots: int | None = None,
         poll_seconds: float = 1.0,
@@ -86,6 +88,8 @@ class LocalBackend:
         self.sessions_dir = sessions_dir
         self.poll_seconds = poll_seconds
         self.python = python or sys.executable
+        # BATON_TRAINER_PATHS: searched first, in the order submit searched them for the trainer.
+        self.trainer_paths = [str(path) for path in trainer_paths]
         self.grace_seconds = grace_seconds
         self.slot = Slot(f"local:{socket.gethostname()}", slots or default_local_slots())
 
@@ -108,7 +112,9 @@ class LocalBackend:
                 raise Rejected("the checkpoint to resume from is missing from the store")
             link_or_copy_tree(request.resume_from, root / INPUT_DIR / CHECKPOINT_DIR)
         (root / SEGMENT_FILE).write_text(spec.to_json())
-        python_path = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))
+        python_path = os.pathsep.join(
+            filter(None, [*self.trainer_paths, os.getcwd(), os.environ.get("PYTHONPATH")])
+        )
         plan = SessionPlan(
             command=[self.python, "-m", "worker", "--root", "."],
             limit_seconds=spec.limit_seconds,

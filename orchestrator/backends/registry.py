@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -45,8 +45,10 @@ class Backends:
         kaggle_clients: ClientFactory = production_client,
         kaggle_timeout: float = DEFAULT_TIMEOUT_SECONDS,
         kaggle_poll: float = POLL_SECONDS,
+        trainer_paths: Sequence[Path] = (),
     ) -> None:
         self.kaggle_poll = kaggle_poll
+        self.trainer_paths = list(trainer_paths)
         self.local = local
         self.db = db
         self.box = box
@@ -66,5 +68,10 @@ class Backends:
         )
         options = KaggleSpec.model_validate(job.spec["kaggle"])
         return KaggleBackend(
-            account, job.id, options, self.kaggle_dir / job.id, poll_seconds=self.kaggle_poll
+            account,
+            job.id,
+            options,
+            self.kaggle_dir / job.id,
+            poll_seconds=self.kaggle_poll,
+            trainer_paths=self.trainer_paths,
         )

@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, timedelta
 from pathlib import Path
@@ -110,8 +110,11 @@ class KaggleBackend:
         workdir: Path,
         clock: Callable[[], float] = time.time,
         poll_seconds: float = POLL_SECONDS,
+        trainer_paths: Sequence[Path] = (),
     ) -> None:
         self.poll_seconds = poll_seconds
+        # BATON_TRAINER_PATHS: where the trainer's package is found to embed it in the kernel.
+        self.trainer_paths = list(trainer_paths)
         self.options = options
         self.workdir = workdir
         self.clock = clock
@@ -148,7 +151,7 @@ class KaggleBackend:
                 dataset_sources=[self._checkpoint_source(published), *push.dataset_sources],
             )
             kernel_options["checkpoint_file"] = published.file_name
-        code = code_archive(spec.trainer)
+        code = code_archive(spec.trainer, self.trainer_paths)
         source = kernel_source(request.launch_id, spec, kernel_options, code)
         pushed = self.kernel.push(source, push)
         handle = KaggleHandle(

@@ -12,16 +12,21 @@ from __future__ import annotations
 import importlib.util
 import io
 import tarfile
+from collections.abc import Sequence
+from importlib.machinery import PathFinder
 from pathlib import Path
 
 MAX_CODE_BYTES = 900 * 1024
 _SKIP = ("__pycache__", ".pyc", ".pyo")
 
 
-def _package_root(module: str) -> Path:
-    """The directory of `module`'s top-level package (or the module file itself)."""
+def _package_root(module: str, search_path: Sequence[Path] = ()) -> Path:
+    """The directory of `module`'s top-level package (or the module file itself): from the
+    operator's trainer paths first, as submit found it, then from this process's import path."""
     top = module.split(".")[0]
-    found = importlib.util.find_spec(top)
+    found = PathFinder.find_spec(top, [str(path) for path in search_path]) if search_path else None
+    if found is None:
+        found = importlib.util.find_spec(top)
     if found is None or found.origin is None:
         raise LookupError(f"cannot find {top!r} to package it")
     origin = Path(found.origin)
@@ -37,13 +42,13 @@ def _add_tree(archive: tarfile.TarFile, path: Path, name: str) -> None:
             archive.add(file, arcname=f"{name}/{file.relative_to(path).as_posix()}")
 
 
-def code_archive(trainer: str) -> bytes:
+def code_archive(trainer: str, trainer_paths: Sequence[Path] = ()) -> bytes:
     """tar.gz of the worker package (with the Kaggle client code a self-chaining kernel needs,
-    worker/kaggle_access) and the trainer's package."""
+    worker/kaggle_access) and the trainer's package (looked for in `trainer_paths` first)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         _add_tree(archive, _package_root("worker"), "worker")
-        trainer_root = _package_root(trainer.partition(":")[0])
+        trainer_root = _package_root(trainer.partition(":")[0], trainer_paths)
         if trainer_root.name != "worker":
             _add_tree(archive, trainer_root, trainer_root.name)
     data = buffer.getvalue()
