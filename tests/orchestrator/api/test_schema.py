@@ -266,5 +266,9 @@ def test_unauthenticated_calls_get_401(
     if response.status_code == 422:
         assert {error["type"] for error in response.json()["detail"]} == {"json_invalid"}
         return
+    # A generated path the router matches to no route (an empty step, say) is a 404
+    # before any route runs, like the 405 above: it says nothing about any job.
+    if response.status_code == 404 and response.json() == {"detail": "Not Found"}:
+        return
     assert response.status_code == 401, (case.method, case.path, response.text)
     assert response.headers.get("www-authenticate") == ["Bearer"]
