@@ -38,9 +38,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def postgres_schema(base_url: str = POSTGRES_URL) -> Iterator[str]:
-    """A fresh, empty schema; yields a URL whose connections use it. Raises if unreachable."""
-    schema = f"t_{uuid.uuid4().hex[:10]}"
+def postgres_schema(base_url: str = POSTGRES_URL, schema: str | None = None) -> Iterator[str]:
+    """A fresh, empty schema (named `schema`, or at random); yields a URL whose connections use
+    it. Raises if unreachable."""
+    schema = schema or f"t_{uuid.uuid4().hex[:10]}"
     admin = create_engine(base_url)
     try:
         with admin.begin() as connection:

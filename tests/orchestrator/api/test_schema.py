@@ -22,7 +22,6 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from orchestrator.api.main import create_app
@@ -35,6 +34,7 @@ from tests.factories import (
     make_settings,
     require_services,
 )
+from tests.scale.cluster import POSTGRES_URL, postgres_schema
 
 # Bodies with rules JSON Schema cannot state get 422 for some schema-valid values; each route
 # documents them in its 422 answer. Schemathesis's own advice for such rules is to allow 422
@@ -64,9 +64,6 @@ ALLOW_STATE_DEPENDENT_422 = {
 # Schemathesis sends the token itself, so it knows which requests carry one.
 AS_ADMIN = {"auth": {"openapi": {"HTTPBearer": {"bearer": ADMIN_TOKEN}}}}
 CONFIG = SchemathesisConfig.from_dict(ALLOW_STATE_DEPENDENT_422 | AS_ADMIN)
-
-
-POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 class Served:
@@ -116,21 +113,15 @@ class ServedOnPostgres(Served):
 
     @contextmanager
     def database(self) -> Iterator[None]:
-        admin = create_engine(POSTGRES_URL)
-        try:
+        with ExitStack() as stack:
             try:
-                with admin.begin() as connection:
-                    connection.execute(text(f"CREATE SCHEMA {self.pg_schema}"))
+                stack.enter_context(postgres_schema(schema=self.pg_schema))
             except OperationalError as exc:
                 if require_services():
                     raise
                 pytest.skip(f"PostgreSQL not reachable: {exc}")
             yield
             self.services.db.dispose()
-            with admin.begin() as connection:
-                connection.execute(text(f"DROP SCHEMA {self.pg_schema} CASCADE"))
-        finally:
-            admin.dispose()
 
 
 SQLITE = Served("sqlite")
