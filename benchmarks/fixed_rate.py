@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import aiohttp
+import psutil
 
 CONNECTIONS = 32  # as a load balancer's pool to its backends
 
@@ -38,6 +39,29 @@ class PhaseResult:
     max_ms: float
     achieved_rate: float
     max_send_lag_ms: float  # how far behind schedule the client itself fell
+    worst_second_p99_ms: float  # the p99 of the worst one-second window of scheduled sends
+    machine: dict[str, float]  # the whole machine's CPU over the phase, in % of all cores
+
+
+def machine_share(before: Any, after: Any) -> dict[str, float]:
+    """How the machine's CPU time went between two `psutil.cpu_times()`, in percent: busy at
+    normal priority (user, system, interrupts), busy at lowered priority (`nice`: background
+    work the benchmark's processes preempt), iowait and steal (taken by the hypervisor)."""
+    # Linux counts guest time inside user and nice already.
+    fields = [field for field in after._fields if field not in ("guest", "guest_nice")]
+    spent = {field: getattr(after, field) - getattr(before, field) for field in fields}
+    total = sum(spent.values()) or 1.0
+    not_busy = ("idle", "nice", "iowait", "steal")
+
+    def share(seconds: float) -> float:
+        return round(100 * seconds / total, 1)
+
+    return {
+        "busy_pct": share(total - sum(spent.get(field, 0.0) for field in not_busy)),
+        "nice_pct": share(spent.get("nice", 0.0)),
+        "iowait_pct": share(spent.get("iowait", 0.0)),
+        "steal_pct": share(spent.get("steal", 0.0)),
+    }
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -47,8 +71,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
+def worst_second(scheduled: list[float], latencies: list[float]) -> float:
+    """The highest p99 among the one-second windows of scheduled send times."""
+    windows: dict[int, list[float]] = {}
+    for at, latency in zip(scheduled, latencies, strict=True):
+        windows.setdefault(int(at), []).append(latency)
+    return max(percentile(window, 99) for window in windows.values())
+
+
 def summarize(
-    name: str, latencies: list[float], lags: list[float], errors: int, elapsed: float
+    name: str,
+    scheduled: list[float],
+    latencies: list[float],
+    lags: list[float],
+    errors: int,
+    elapsed: float,
+    machine: dict[str, float],
 ) -> PhaseResult:
     return PhaseResult(
         name=name,
@@ -59,13 +97,17 @@ def summarize(
         max_ms=round(max(latencies) * 1000, 2),
         achieved_rate=round(len(latencies) / elapsed, 1),
         max_send_lag_ms=round(max(lags) * 1000, 2),
+        worst_second_p99_ms=round(worst_second(scheduled, latencies) * 1000, 2),
+        machine=machine,
     )
 
 
 async def run_phase(client: aiohttp.ClientSession, phase: Phase, rate: float) -> PhaseResult:
+    scheduled_at: list[float] = []  # seconds into the phase, in the order answers came
     latencies: list[float] = []
     lags: list[float] = []
     errors = 0
+    cpu_before = psutil.cpu_times()
     start = time.perf_counter()
     # Requests beyond the connections wait here, in a FIFO, rather than in httpx's pool, whose
     # bookkeeping grows with its queue and would slow the client itself under a backlog.
@@ -82,6 +124,7 @@ async def run_phase(client: aiohttp.ClientSession, phase: Phase, rate: float) ->
                         errors += 1
             except aiohttp.ClientError:
                 errors += 1
+        scheduled_at.append(scheduled - start)
         latencies.append(time.perf_counter() - scheduled)
 
     tasks = []
@@ -93,7 +136,9 @@ async def run_phase(client: aiohttp.ClientSession, phase: Phase, rate: float) ->
         path = phase.paths[index % len(phase.paths)]
         tasks.append(asyncio.create_task(one(path, scheduled)))
     await asyncio.gather(*tasks)
-    return summarize(phase.name, latencies, lags, errors, time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    machine = machine_share(cpu_before, psutil.cpu_times())
+    return summarize(phase.name, scheduled_at, latencies, lags, errors, elapsed, machine)
 
 
 async def run(url: str, token: str, rate: float, phases: list[Phase]) -> list[PhaseResult]:

@@ -46,5 +46,9 @@ def test_a_small_load_run_measures_every_endpoint_and_visits_every_job(tmp_path:
         for endpoint in figures.values():
             assert endpoint["errors"] == 0
             assert 0 < endpoint["p50_ms"] <= endpoint["p99_ms"]
+            for half in endpoint["halves"]:
+                assert 0 < half["worst_second_p99_ms"] <= half["max_ms"]
+                assert 0 <= half["machine"]["steal_pct"] <= 100
+                assert 0 < half["machine"]["busy_pct"] + half["machine"]["nice_pct"] <= 100
     assert record["visits"]["visited"] == 300
     assert record["visits"]["all_visited"] is True
