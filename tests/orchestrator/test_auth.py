@@ -4,6 +4,7 @@ of one's own tokens only, and the admin's bootstrap token. On a real (SQLite) da
 from __future__ import annotations
 
 import hashlib
+import os
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -129,8 +130,14 @@ def test_without_a_configured_token_the_admin_token_file_is_made_once_and_reused
     db: Database, tmp_path: Path
 ) -> None:
     token_file = tmp_path / "data" / "admin-token"
-    with db.transaction() as session:
-        first = ensure_admin_token(session, None, token_file)
+    # An open umask: the file's own mode is checked, not a umask left by an earlier test (prestart
+    # sets 077 for the whole process).
+    umask = os.umask(0)
+    try:
+        with db.transaction() as session:
+            first = ensure_admin_token(session, None, token_file)
+    finally:
+        os.umask(umask)
     assert first.startswith(TOKEN_PREFIX)
     assert token_file.read_text() == first + "\n"
     assert token_file.stat().st_mode & 0o777 == 0o600

@@ -1,6 +1,7 @@
-"""What the compare-and-set writer leaves in the event log: the segment an event is about, its
-message capped at 4000 characters, and a loser's StaleState naming the job and the state it
-expected. On a real (SQLite) database."""
+"""What the compare-and-set writer changes and leaves in the event log: only the row it names, the
+job's start and end times, the segment an event is about, its message capped at 4000 characters,
+and a loser's StaleState naming the job or segment and the state it expected. On a real (SQLite)
+database."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import pytest
 from sqlalchemy import select
 
 from orchestrator.db import Database
-from orchestrator.lifecycle import JobState
-from orchestrator.models import Event, Job, User
-from orchestrator.transitions import StaleState, record_event, set_job_state
+from orchestrator.lifecycle import JobState, SegmentState
+from orchestrator.models import Event, Job, Segment, User
+from orchestrator.transitions import StaleState, record_event, set_job_state, set_segment_state
 from tests.factories import job_spec
 
 
@@ -18,10 +19,15 @@ from tests.factories import job_spec
 def db(sqlite_db: Database) -> Database:
     with sqlite_db.transaction() as session:
         session.add(User(id="u1", name="alice"))
-        session.flush()
+    _add_job(sqlite_db, "j1")
+    return sqlite_db
+
+
+def _add_job(db: Database, job_id: str) -> None:
+    with db.transaction() as session:
         session.add(
             Job(
-                id="j1",
+                id=job_id,
                 user_id="u1",
                 name="t",
                 backend="local",
@@ -30,7 +36,28 @@ def db(sqlite_db: Database) -> Database:
                 total_steps=50,
             )
         )
-    return sqlite_db
+
+
+def _add_running_segment(db: Database, job_id: str, index: int) -> Segment:
+    with db.transaction() as session:
+        segment = Segment(
+            job_id=job_id,
+            index=index,
+            state=SegmentState.RUNNING.value,
+            launch_id=f"{job_id}-{index:04d}",
+            start_step=0,
+            limit_seconds=60,
+            launch_spec={},
+        )
+        session.add(segment)
+        session.flush()
+        session.expunge(segment)
+    return segment
+
+
+def _states(db: Database, model: type[Job] | type[Segment]) -> list[str]:
+    with db.transaction() as session:
+        return [row.state for row in session.scalars(select(model).order_by(model.id))]
 
 
 def _events(db: Database) -> list[Event]:
@@ -66,3 +93,63 @@ def test_the_loser_of_a_compare_and_set_is_told_which_job_moved(db: Database) ->
         set_job_state(session, "j1", JobState.RUNNING, JobState.QUEUED, event="x")
     assert str(lost.value) == "job j1 is no longer running"
     assert _events(db) == []
+
+
+def test_a_compare_and_set_moves_only_the_job_or_segment_it_names(db: Database) -> None:
+    _add_job(db, "j2")  # in the same state as j1
+    first = _add_running_segment(db, "j1", 0)
+    _add_running_segment(db, "j2", 0)
+    with db.transaction() as session:
+        set_job_state(session, "j1", JobState.QUEUED, JobState.PAUSED, event="paused")
+        set_segment_state(session, first, SegmentState.SUCCEEDED, end_step=10)
+    assert _states(db, Job) == ["paused", "queued"]
+    assert _states(db, Segment) == ["succeeded", "running"]
+
+
+def test_a_segment_change_is_one_event_with_its_index_both_states_and_the_message(
+    db: Database,
+) -> None:
+    segment = _add_running_segment(db, "j1", 3)
+    with db.transaction() as session:
+        set_segment_state(session, segment, SegmentState.FAILED, message="exit code 1")
+    [event] = _events(db)
+    assert (
+        event.kind,
+        event.segment_index,
+        event.from_state,
+        event.to_state,
+        event.message,
+    ) == ("segment_failed", 3, "running", "failed", "exit code 1")
+
+
+def test_the_loser_of_a_segment_compare_and_set_is_told_which_segment_moved(db: Database) -> None:
+    segment = _add_running_segment(db, "j1", 2)
+    with db.transaction() as session:
+        set_segment_state(session, segment, SegmentState.SUCCEEDED, end_step=10)
+    with pytest.raises(StaleState) as lost, db.transaction() as session:
+        set_segment_state(session, segment, SegmentState.FAILED)  # its view still says running
+    assert str(lost.value) == "segment j1-0002 is no longer running"
+    assert [event.to_state for event in _events(db)] == ["succeeded"]
+
+
+def test_running_stamps_started_at_an_end_stamps_finished_at_and_a_resume_clears_it(
+    db: Database,
+) -> None:
+    def times() -> tuple[object, object]:
+        with db.transaction() as session:
+            job = session.get(Job, "j1")
+            assert job is not None
+            return job.started_at, job.finished_at
+
+    steps = [
+        (JobState.QUEUED, JobState.PAUSED, (False, False)),
+        (JobState.PAUSED, JobState.QUEUED, (False, False)),
+        (JobState.QUEUED, JobState.RUNNING, (True, False)),
+        (JobState.RUNNING, JobState.FAILED, (True, True)),
+        (JobState.FAILED, JobState.QUEUED, (True, False)),
+    ]
+    for expected, target, (started, finished) in steps:
+        with db.transaction() as session:
+            set_job_state(session, "j1", expected, target, event=target.value)
+        started_at, finished_at = times()
+        assert (started_at is not None, finished_at is not None) == (started, finished), target
