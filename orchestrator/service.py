@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from datetime import datetime
 
 from fastapi import FastAPI
 
@@ -18,6 +20,7 @@ from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.metrics import CountingBackends
 from orchestrator.migrate import upgrade
+from orchestrator.models import utcnow
 from orchestrator.notifier import NotifierLoop
 from orchestrator.private_files import make_private, sqlite_file
 from orchestrator.reconciler import ReconcileLoop
@@ -80,8 +83,10 @@ def build_services(
     *,
     embedded_loop: bool | None = None,
     kaggle_clients: ClientFactory = production_client,
+    clock: Callable[[], datetime] = utcnow,
 ) -> Services:
-    """`kaggle_clients` is the one seam to Kaggle; tests point it at the emulator.
+    """`kaggle_clients` is the one seam to Kaggle; tests point it at the emulator. `clock` is
+    the engine's "now" (waits, polls, quota refreshes); tests share one with the emulator.
 
     The embedded loop runs unless BATON_RECONCILER=celery hands reconciling to Celery workers
     and beat; then user actions are sent to them as nudges instead.
@@ -95,6 +100,7 @@ def build_services(
         db,
         CountingBackends(backends),
         settings.checkpoints_dir,
+        clock=clock,
         keep_checkpoints=settings.keep_checkpoints,
         lease_seconds=settings.claim_lease_seconds,
     )

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from kagglesdk import KaggleClient, KaggleEnv
 from orchestrator.api.main import create_app
 from orchestrator.backends.sessions import SessionState, cancel_session, session_state
 from orchestrator.config import Settings
+from orchestrator.models import utcnow
 from orchestrator.reference import run_uninterrupted
 from orchestrator.service import build_services, prestart
 from orchestrator.spec import JobSpec
@@ -81,12 +83,17 @@ def auth(token: str = ADMIN_TOKEN) -> dict[str, str]:
 
 @contextmanager
 def running_api(
-    settings: Settings, *, embedded_loop: bool = True, kaggle_url: str | None = None
+    settings: Settings,
+    *,
+    embedded_loop: bool = True,
+    kaggle_url: str | None = None,
+    clock: Callable[[], datetime] = utcnow,
 ) -> Iterator[TestClient]:
-    """The app with its reconcile loop, after the prestart step, as `baton serve` runs it."""
+    """The app with its reconcile loop, after the prestart step, as `baton serve` runs it;
+    `clock` is the engine's (a test shares one with the emulator to jump to a quota refresh)."""
     prestart(settings)
     extra = {"kaggle_clients": emulator_clients(kaggle_url)} if kaggle_url else {}
-    services = build_services(settings, embedded_loop=embedded_loop, **extra)
+    services = build_services(settings, embedded_loop=embedded_loop, clock=clock, **extra)
     try:
         with TestClient(create_app(services)) as client:
             client.headers.update(auth())

@@ -7,7 +7,7 @@
 See docs/kaggle-emulator.md.
 """
 
-from tests.kaggle_emulator.clock import Clock, ManualClock, SystemClock
+from tests.kaggle_emulator.clock import Clock, JumpClock, ManualClock, SystemClock
 from tests.kaggle_emulator.emulator import Emulator, start_emulator
 from tests.kaggle_emulator.faults import FaultKind, Faults
 from tests.kaggle_emulator.options import EmulatorOptions
@@ -18,6 +18,7 @@ __all__ = [
     "EmulatorOptions",
     "FaultKind",
     "Faults",
+    "JumpClock",
     "ManualClock",
     "SystemClock",
     "start_emulator",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -36,3 +37,27 @@ class ManualClock:
     def advance(self, seconds: float) -> None:
         with self._lock:
             self._now += seconds
+
+
+class JumpClock:
+    """Real time, plus the jumps a test makes with `advance`.
+
+    For a test that runs the whole orchestrator on it: sessions spend quota and the engine
+    schedules its polls in real time, yet a quota week of days ends only when the test jumps
+    past it, however slow the machine. `utcnow` is the same instant as the engine reads it.
+    """
+
+    def __init__(self) -> None:
+        self._offset = 0.0
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        with self._lock:
+            return time.time() + self._offset
+
+    def utcnow(self) -> datetime:
+        return datetime.fromtimestamp(self.now(), UTC)
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._offset += seconds

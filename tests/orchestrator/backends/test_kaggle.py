@@ -7,7 +7,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from orchestrator.backends.kaggle.backend import dataset_slug, kernel_slug
 from orchestrator.config import Settings
 from tests.factories import (
+    FINISHED,
     kaggle_spec,
     make_settings,
     reference_digest,
@@ -25,8 +26,9 @@ from tests.factories import (
     wait_finished,
     wait_for,
 )
-from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
-from tests.kaggle_emulator.kernel_sessions import WorkerStatus
+from tests.kaggle_emulator import Emulator, FaultKind, JumpClock, start_emulator
+from tests.kaggle_emulator.kernel_sessions import KernelSession, WorkerStatus
+from tests.kaggle_emulator.quota import QuotaWeek, used_seconds
 from worker.kaggle_access.chaining import SECRET_LABEL
 from worker.kaggle_access.kernel_script import launch_id_of
 
@@ -124,32 +126,76 @@ def test_flaky_kaggle_api_never_pushes_a_segment_twice(
     assert pushes == dict.fromkeys(launch_ids, 1)
 
 
+WEEK = 7 * 24 * 3600.0
+GPU_ALLOWANCE = 30.0
+
+
+def _kinds(api: TestClient, job_id: str) -> list[str]:
+    return [event["kind"] for event in api.get(f"/api/v1/jobs/{job_id}/events").json()]
+
+
+def _quota_left_at_each_push(sessions: list[KernelSession], week: QuotaWeek) -> list[float]:
+    """GPU seconds the week had left when each session was pushed (they run one at a time)."""
+    left = []
+    for index, session in enumerate(sessions):
+        earlier = [(s.started_at or s.queued_at, s.ended_at) for s in sessions[:index]]
+        start = week.start(session.queued_at)
+        left.append(GPU_ALLOWANCE - used_seconds(earlier, start, session.queued_at))
+    return left
+
+
 def test_spent_quota_parks_the_job_until_the_refresh(tmp_path: Path) -> None:
-    # A 30 s GPU allowance per 50 s "week": the job (28 s of training, plus each session's
-    # start-up, which counts in the quota) needs two weeks of it or more.
+    # 30 s of GPU a week, and 32 s of training (plus each session's start-up, which counts in
+    # the quota): the job must wait for the next week. The emulator and the engine share one
+    # clock, and the week ends only when the test jumps it past the refresh.
+    clock = JumpClock()
+    week = QuotaWeek(clock.now(), WEEK)
     with (
         start_emulator(
             tmp_path / "kaggle",
             queue_seconds=0.2,
             dataset_processing_seconds=0.5,
-            week_seconds=50,
-            gpu_allowance_seconds=30,
+            clock=clock,
+            week_epoch=week.epoch,
+            week_seconds=WEEK,
+            gpu_allowance_seconds=GPU_ALLOWANCE,
         ) as emulator,
-        running_api(make_settings(tmp_path / "data"), kaggle_url=emulator.url) as api,
+        running_api(
+            make_settings(tmp_path / "data"), kaggle_url=emulator.url, clock=clock.utcnow
+        ) as api,
     ):
         api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
-        job_id = api.post("/api/v1/jobs", json=kaggle_spec(total_steps=700)).json()["id"]
-        waiting = wait_for(api, job_id, lambda job: job["state"] == "waiting", timeout=120)
-        assert waiting["wait_until"] is not None
-        assert datetime.fromisoformat(waiting["wait_until"]) > datetime.now(UTC)
-        job = wait_finished(api, job_id, timeout=420)
+        job_id = api.post("/api/v1/jobs", json=kaggle_spec(total_steps=800)).json()["id"]
+        kernel = f"alice/{kernel_slug(job_id)}"
+        parked = {"waiting", *FINISHED}
+        waiting = wait_for(api, job_id, lambda job: job["state"] in parked, timeout=180)
+        assert waiting["state"] == "waiting", waiting
+        refresh = week.refresh_time(week.epoch)
+        wait_until = datetime.fromisoformat(waiting["wait_until"])
+        assert wait_until.timestamp() == pytest.approx(refresh, abs=1)
+
+        # However often the engine looks before the refresh, the job stays parked: no push, and
+        # no event (a wake that parks again would leave quota_refreshed, quota_exhausted).
+        pushed, kinds = len(emulator.sessions(kernel)), _kinds(api, job_id)
+        engine = api.app.state.services.engine  # type: ignore[attr-defined]
+        for _ in range(5):
+            engine.reconcile_job(job_id)
+        assert api.get(f"/api/v1/jobs/{job_id}").json()["state"] == "waiting"
+        assert _kinds(api, job_id) == kinds
+        assert len(emulator.sessions(kernel)) == pushed
+
+        clock.advance(refresh - clock.now() + 1)
+        job = wait_finished(api, job_id, timeout=300)
         assert job["state"] == "succeeded", job
-        kinds = [event["kind"] for event in api.get(f"/api/v1/jobs/{job_id}/events").json()]
-        assert "quota_exhausted" in kinds
+        kinds = _kinds(api, job_id)
+        assert kinds.count("quota_exhausted") == 1
         assert kinds.index("quota_refreshed") > kinds.index("quota_exhausted")
+        sessions = emulator.sessions(kernel)
+        assert all(s.queued_at >= refresh for s in sessions[pushed:])
+        assert len(sessions) > pushed
         # No session was ever sized beyond what the quota had left.
-        for session in emulator.sessions(f"alice/{kernel_slug(job_id)}"):
-            assert session.limit_seconds <= 20
+        for session, left in zip(sessions, _quota_left_at_each_push(sessions, week), strict=True):
+            assert session.limit_seconds <= left + 0.01, (session, left)
 
 
 def _chain_completed(emulator: Emulator, job_id: str) -> bool:
