@@ -287,6 +287,18 @@ MUTANTS: tuple[Mutant, ...] = (
         ci=True,
     ),
     Mutant(
+        "engine-wakes-before-the-refresh",
+        "engine",
+        ENGINE_FILES,
+        "        decision = decide_quota(job_view(job), refresh_at, now)",
+        "        decision = decide_quota(job_view(job), None, now)",
+        (
+            "tests/orchestrator/backends/test_kaggle.py::test_spent_quota_parks_the_job_until_"
+            "the_refresh",
+        ),
+        guarantee="quota waiting",
+    ),
+    Mutant(
         "engine-forgets-history",
         "engine",
         ENGINE_FILES,
