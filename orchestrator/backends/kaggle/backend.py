@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -128,7 +129,9 @@ class KaggleBackend:
     # --- launching ----------------------------------------------------------------------
 
     def launch(self, request: LaunchRequest) -> str:
-        spec = request.spec
+        # Kaggle's timeout is whole seconds: the session must plan to the limit Kaggle enforces,
+        # not to a quota-sized 10.9 s that Kaggle cuts at 10 s, before the worker has saved.
+        spec = replace(request.spec, limit_seconds=float(math.floor(request.spec.limit_seconds)))
         # Before anything is published or pushed: a session cannot be stopped once started.
         check_dataset_sources(self.account, list(self.options.dataset_sources))
         push = KernelPush(
