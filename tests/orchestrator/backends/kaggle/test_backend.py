@@ -3,18 +3,21 @@ quota with omitted fields, the CPU cap."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.base import SessionStatus, Transient
+from orchestrator.backends.base import LaunchRequest, SessionStatus, Transient
 from orchestrator.backends.kaggle.backend import KaggleBackend, KaggleHandle, kernel_slug
 from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, ManualClock, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
 from tests.orchestrator.backends.kaggle.conftest import account_on
+from worker.contract import SegmentSpec
 from worker.kaggle_access.client import KaggleAccount
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 
@@ -178,3 +181,18 @@ def test_what_the_preflight_measured_goes_to_the_kernel(
         "checkpoint_mount": f"input/datasets/alice/baton-ckpt-{JOB}",
         "boot_offset_seconds": 41.5,
     }
+
+
+def test_a_fractional_limit_is_floored_for_the_kernel_and_its_worker_alike(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    # Kaggle's timeout is whole seconds. A worker that planned to 10.9 s under a 10 s timeout
+    # would be cut off before it saved, and its segment lost.
+    backend = _backend(alice, tmp_path)
+    segment = SegmentSpec(JOB, 0, "trainers.tiny_lm:TinyCharLM", {}, 100, 10.9)
+    backend.launch(LaunchRequest(f"{JOB}-00000", segment, None))
+    (session,) = emulator.sessions(f"alice/{kernel_slug(JOB)}")
+    embedded = re.search(r"^SEGMENT = json\.loads\((.+)\)$", session.script, re.MULTILINE)
+    assert embedded is not None
+    planned = json.loads(ast.literal_eval(embedded.group(1)))["limit_seconds"]
+    assert session.limit_seconds == planned == 10
