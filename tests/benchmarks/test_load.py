@@ -48,7 +48,10 @@ def test_a_small_load_run_measures_every_endpoint_and_visits_every_job(tmp_path:
             assert 0 < endpoint["p50_ms"] <= endpoint["p99_ms"]
             for half in endpoint["halves"]:
                 assert 0 < half["worst_second_p99_ms"] <= half["max_ms"]
-                assert 0 <= half["machine"]["steal_pct"] <= 100
-                assert 0 < half["machine"]["busy_pct"] + half["machine"]["nice_pct"] <= 100
+                # Shares of the machine's CPU, each rounded to 0.1 (a phase of a few requests may
+                # fall within one accounting tick: all 0 is possible).
+                shares = half["machine"].values()
+                assert all(share >= 0 for share in shares)
+                assert sum(shares) <= 100.5
     assert record["visits"]["visited"] == 300
     assert record["visits"]["all_visited"] is True
