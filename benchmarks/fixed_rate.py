@@ -109,8 +109,8 @@ async def run_phase(client: aiohttp.ClientSession, phase: Phase, rate: float) ->
     errors = 0
     cpu_before = psutil.cpu_times()
     start = time.perf_counter()
-    # Requests beyond the connections wait here, in a FIFO, rather than in httpx's pool, whose
-    # bookkeeping grows with its queue and would slow the client itself under a backlog.
+    # Requests beyond the connections wait here, in a FIFO, rather than in the client's pool,
+    # whose bookkeeping may grow with its queue and slow the client itself under a backlog.
     connections = asyncio.Semaphore(CONNECTIONS)
 
     async def one(path: str, scheduled: float) -> None:
