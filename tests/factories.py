@@ -158,6 +158,11 @@ def wait_for(
         time.sleep(0.1)
 
 
+def event_kinds(client: TestClient, job_id: str) -> list[str]:
+    """The kinds of a job's events, oldest first."""
+    return [event["kind"] for event in client.get(f"/api/v1/jobs/{job_id}/events").json()]
+
+
 def wait_finished(client: TestClient, job_id: str, timeout: float = 240) -> dict[str, Any]:
     return wait_for(client, job_id, lambda job: job["state"] in FINISHED, timeout)
 

@@ -12,7 +12,7 @@ from orchestrator.backends.supervisor import LOG_FILE
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.models import Segment
-from tests.factories import auth, job_spec
+from tests.factories import auth, event_kinds, job_spec
 
 
 def _submit(api: TestClient, **overrides: Any) -> dict[str, Any]:
@@ -164,7 +164,7 @@ def test_actions_follow_the_lifecycle_and_conflicts_get_409(api: TestClient) -> 
     assert job["state"] == "cancelled"
     assert job["finished_at"] is not None
     assert (act("cancel"), act("pause"), act("resume")) == (409, 409, 409)
-    kinds = [event["kind"] for event in api.get(f"/api/v1/jobs/{job_id}/events").json()]
+    kinds = event_kinds(api, job_id)
     assert kinds == ["submitted", "paused", "resumed", "cancelled"]
 
 

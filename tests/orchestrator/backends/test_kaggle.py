@@ -20,6 +20,7 @@ from orchestrator.backends.kaggle.backend import dataset_slug, kernel_slug
 from orchestrator.config import Settings
 from tests.factories import (
     FINISHED,
+    event_kinds,
     kaggle_spec,
     make_settings,
     reference_digest,
@@ -131,10 +132,6 @@ WEEK = 7 * 24 * 3600.0
 GPU_ALLOWANCE = 30.0
 
 
-def _kinds(api: TestClient, job_id: str) -> list[str]:
-    return [event["kind"] for event in api.get(f"/api/v1/jobs/{job_id}/events").json()]
-
-
 def _positions(kinds: list[str], kind: str) -> list[int]:
     return [index for index, each in enumerate(kinds) if each == kind]
 
@@ -189,12 +186,12 @@ def test_spent_quota_parks_the_job_until_the_refresh(tmp_path: Path) -> None:
 
         # However often the engine looks before the refresh, the job stays parked: no push, and
         # no event (a wake that parks again would leave quota_refreshed, quota_exhausted).
-        pushed, kinds = len(emulator.sessions(kernel)), _kinds(api, job_id)
+        pushed, kinds = len(emulator.sessions(kernel)), event_kinds(api, job_id)
         engine = api.app.state.services.engine  # type: ignore[attr-defined]
         for _ in range(5):
             engine.reconcile_job(job_id)
         assert api.get(f"/api/v1/jobs/{job_id}").json()["state"] == "waiting"
-        assert _kinds(api, job_id) == kinds
+        assert event_kinds(api, job_id) == kinds
         assert len(emulator.sessions(kernel)) == pushed
 
         # Jump to each refresh the job waits for. One week is enough on a fast machine; where
@@ -207,7 +204,7 @@ def test_spent_quota_parks_the_job_until_the_refresh(tmp_path: Path) -> None:
             refreshes.append(refresh)
             waiting = wait_for(api, job_id, partial(_done_or_parked_after, refresh), timeout=300)
         assert waiting["state"] == "succeeded", waiting
-        kinds = _kinds(api, job_id)
+        kinds = event_kinds(api, job_id)
         assert kinds.count("quota_exhausted") == kinds.count("quota_refreshed") == len(refreshes)
         for exhausted, refreshed in zip(
             _positions(kinds, "quota_exhausted"), _positions(kinds, "quota_refreshed"), strict=True

@@ -17,6 +17,7 @@ from orchestrator.db import Database
 from tests.factories import (
     FAST_EMULATOR,
     auth,
+    event_kinds,
     kaggle_spec,
     make_settings,
     running_api,
@@ -119,7 +120,7 @@ def test_a_key_kaggle_answers_401_fails_the_job_once_with_the_reason(
     )
     assert "revoked-key" not in str(job)
     assert emulator.push_counts == {}
-    kinds = [event["kind"] for event in api.get(f"/api/v1/jobs/{job_id}/events").json()]
+    kinds = event_kinds(api, job_id)
     assert kinds == ["submitted", "failed"]
     assert emulator.callers <= {"alice"}
 
