@@ -10,7 +10,7 @@ from orchestrator.backends.base import Collected, LaunchRequest, SessionStatus
 from orchestrator.backends.local import LocalBackend
 from orchestrator.planner import SegmentPlan, build_segment_spec
 from orchestrator.spec import JobSpec
-from worker.contract import Estimates
+from worker.boundary.contract import Estimates
 
 _POLL_SECONDS = 0.2
 

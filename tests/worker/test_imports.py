@@ -5,8 +5,8 @@ from tests.support.segments import REPO_ROOT
 
 TORCH_FREE = [
     "worker",
-    "worker.contract",
-    "worker.manifest",
+    "worker.boundary.contract",
+    "worker.boundary.manifest",
     "worker.deadline",
     "worker.stopflag",
     "worker.trainer",
