@@ -12,6 +12,11 @@ TORCH_FREE = [
     "worker.trainer",
     "worker.digest",
     "worker.sampler",
+    "worker.boundary.launch_id",
+    "worker.boundary.paths",
+    "worker.boundary.planning",
+    "worker.boundary.errors",
+    "orchestrator.planner",
 ]
 
 
