@@ -21,6 +21,7 @@ from orchestrator.models import Checkpoint
 from orchestrator.transitions import record_event
 from worker.boundary.contract import CheckpointRef
 from worker.boundary.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
+from worker.boundary.text import TEXT_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,9 @@ class CheckpointStore:
             if row is None or row.rejected is not None:
                 return
             session.execute(
-                update(Checkpoint).where(Checkpoint.id == row.id).values(rejected=problem[:2000])
+                update(Checkpoint)
+                .where(Checkpoint.id == row.id)
+                .values(rejected=problem[:TEXT_LIMIT])
             )
             record_event(
                 session,
