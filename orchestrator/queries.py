@@ -13,7 +13,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from orchestrator.api.schemas import (
+from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
+from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
+from orchestrator.models import Checkpoint, Event, Job, Segment
+from orchestrator.wire import (
     CheckpointOut,
     EtaOut,
     EventOut,
@@ -24,9 +27,6 @@ from orchestrator.api.schemas import (
     SegmentOut,
     SegmentTimings,
 )
-from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
-from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
-from orchestrator.models import Checkpoint, Event, Job, Segment
 
 
 class JobNotVisible(LookupError):

@@ -13,18 +13,16 @@ import typer
 from pydantic import ValidationError
 from typer.core import TyperGroup
 
-from orchestrator.api.routes.credentials import KaggleCredentialsOut
-from orchestrator.api.routes.tokens import NewToken, TokenIn, TokenOut
 from orchestrator.auth import issue_token
 from orchestrator.cli import render
 from orchestrator.cli.context import connect
 from orchestrator.cli.errors import CliError
 from orchestrator.cli.settings import KEYS, config_path, read_config, write_config
 from orchestrator.config import Settings
-from orchestrator.credentials import KaggleCredentialsIn
 from orchestrator.db import Database
 from orchestrator.models import utcnow
 from orchestrator.service import prestart
+from orchestrator.wire import KaggleCredentialsIn, KaggleCredentialsOut, NewToken, TokenIn, TokenOut
 
 
 class _CreateByDefault(TyperGroup):

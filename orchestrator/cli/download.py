@@ -6,9 +6,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from orchestrator.api.schemas import CheckpointOut
 from orchestrator.cli.client import BatonClient
 from orchestrator.cli.errors import CliError
+from orchestrator.wire import CheckpointOut
 from worker.contract import MANIFEST_FILE
 
 _CHUNK = 1 << 20

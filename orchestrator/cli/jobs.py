@@ -13,7 +13,13 @@ import typer
 import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from orchestrator.api.schemas import (
+from orchestrator.cli import render
+from orchestrator.cli.client import BatonClient
+from orchestrator.cli.context import connect
+from orchestrator.cli.download import download_checkpoint
+from orchestrator.cli.errors import CliError
+from orchestrator.lifecycle import FINISHED_JOB_STATES, JobState
+from orchestrator.wire import (
     CheckpointOut,
     EventOut,
     JobList,
@@ -21,12 +27,6 @@ from orchestrator.api.schemas import (
     QuotaOut,
     SegmentOut,
 )
-from orchestrator.cli import render
-from orchestrator.cli.client import BatonClient
-from orchestrator.cli.context import connect
-from orchestrator.cli.download import download_checkpoint
-from orchestrator.cli.errors import CliError
-from orchestrator.lifecycle import FINISHED_JOB_STATES, JobState
 
 JobArg = Annotated[str, typer.Argument(help="the job id")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON for scripts")]

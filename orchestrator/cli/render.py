@@ -9,7 +9,7 @@ from pydantic import BaseModel, TypeAdapter
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.api.schemas import CheckpointOut, EventOut, JobOut, QuotaOut, SegmentOut
+from orchestrator.wire import CheckpointOut, EventOut, JobOut, QuotaOut, SegmentOut
 
 console = Console(highlight=False)
 

@@ -14,8 +14,7 @@ import typer
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
-from orchestrator.api.main import create_app
-from orchestrator.api.schemas import JobOut, SegmentOut
+from orchestrator.api.main import APP_FACTORY, create_app
 from orchestrator.cli import render
 from orchestrator.cli.client import BatonClient
 from orchestrator.cli.errors import CliError
@@ -24,8 +23,9 @@ from orchestrator.config import Settings
 from orchestrator.credentials import rotate_all
 from orchestrator.db import Database
 from orchestrator.migrate import upgrade
-from orchestrator.service import APP_FACTORY, build_secret_box, build_services, prestart
+from orchestrator.service import build_secret_box, build_services, prestart
 from orchestrator.spec import JobSpec
+from orchestrator.wire import JobOut, SegmentOut
 
 
 def admin_token(settings: Settings) -> str:

@@ -1,12 +1,24 @@
-"""Response models of the REST API."""
+"""The REST API's wire models: what goes over HTTP, in and out.
+
+Below the API, so that the read layer (orchestrator/queries.py), the CLI and Celery share them
+without importing anything from orchestrator/api/.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, computed_field, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    computed_field,
+    field_validator,
+)
 
+from orchestrator.clock import utcnow
 from orchestrator.spec import spec_warnings
 from orchestrator.webhooks import redact_spec
 
@@ -152,3 +164,77 @@ class QuotaOut(BaseModel):
     seconds_left: float
     refresh_at: datetime | None
     allowance_seconds: float  # what each weekly refresh grants
+
+
+# Tokens (/api/v1/tokens)
+
+LABEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,63}$"
+MAX_LIFETIME = timedelta(days=3650)
+
+
+class TokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="cli", pattern=LABEL_PATTERN, description="A label for the token")
+    expires_at: AwareDatetime | None = Field(
+        default=None, description="When the token stops working (UTC offset required)"
+    )
+
+    @field_validator("expires_at")
+    @classmethod
+    def _in_the_future(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        now = utcnow()
+        if value <= now:
+            raise ValueError("expires_at must be in the future")
+        if value - now > MAX_LIFETIME:
+            raise ValueError("expires_at is more than 10 years away")
+        return value
+
+
+class TokenOut(BaseModel):
+    """A token as listed: never the token itself."""
+
+    id: str
+    name: str
+    created_at: datetime
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    # Made at start-up from BATON_ADMIN_TOKEN (or the token file): rotate it there.
+    bootstrap: bool
+    # The token this request was made with.
+    current: bool
+
+
+class NewToken(TokenOut):
+    token: str = Field(description="The token itself: shown this once, stored only as a hash")
+
+
+# Kaggle credentials (/api/v1/credentials/kaggle)
+
+# Kaggle user names are letters, digits, '-' and '_'; 64 is the column's width.
+USERNAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+# Printable ASCII without spaces: a pasted newline or space is a mistake, not part of a key.
+KEY_PATTERN = r"^[!-~]+$"
+MAX_KEY_LENGTH = 256
+
+
+class KaggleCredentialsIn(BaseModel):
+    """What a user gives: the API and the CLI both validate with this model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    username: str = Field(pattern=USERNAME_PATTERN, description="Your Kaggle user name")
+    key: str = Field(
+        min_length=1,
+        max_length=MAX_KEY_LENGTH,
+        pattern=KEY_PATTERN,
+        description="Your Kaggle API key; stored encrypted and never returned",
+    )
+
+
+class KaggleCredentialsOut(BaseModel):
+    username: str
+    configured: bool
+    updated_at: datetime
