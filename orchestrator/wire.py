@@ -19,11 +19,16 @@ from pydantic import (
 )
 
 from orchestrator.clock import utcnow
-from orchestrator.spec import spec_warnings
 from orchestrator.webhooks import redact_spec
 
 
-class _FromRow(BaseModel):
+class _Wire(BaseModel):
+    # Each model's validator is built on first use, not at import: the CLI uses a few of them
+    # and must start at once (benchmarks/cli_latency.py).
+    model_config = ConfigDict(defer_build=True)
+
+
+class _FromRow(_Wire):
     model_config = ConfigDict(from_attributes=True)
 
     @field_validator("*", mode="after")
@@ -47,7 +52,7 @@ class LiveProgress(_FromRow):
     estimated: bool
 
 
-class EtaOut(BaseModel):
+class EtaOut(_Wire):
     """When the job should finish, from its measured step time, sessions and overheads."""
 
     finish_at: datetime
@@ -87,15 +92,19 @@ class JobOut(_FromRow):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def warnings(self) -> list[str]:
+        # Here, not at the top: the spec's models take about 0.1 s to build, and the CLI
+        # reads jobs without them (benchmarks/cli_latency.py).
+        from orchestrator.spec import spec_warnings
+
         return spec_warnings(self.spec)
 
 
-class JobList(BaseModel):
+class JobList(_Wire):
     items: list[JobOut]
     total: int
 
 
-class SegmentTimings(BaseModel):
+class SegmentTimings(_Wire):
     startup: float | None = None
     load: float | None = None
     train: float | None = None
@@ -140,25 +149,25 @@ class CheckpointOut(_FromRow):
     created_at: datetime
 
 
-class MetricPoint(BaseModel):
+class MetricPoint(_Wire):
     segment_index: int
     step: int
     values: dict[str, float]
 
 
-class Health(BaseModel):
+class Health(_Wire):
     status: str  # "ok" or "unhealthy"
     database: str  # the dialect: sqlite, postgresql
     # Each part: "ok", or a word for what is wrong ("read-only", "unreachable", "not writable").
     checks: dict[str, str]
 
 
-class Readiness(BaseModel):
+class Readiness(_Wire):
     status: str  # "ready" or "not ready"
     schema_state: str  # "ok", "behind" (migrations not applied) or "unreachable"
 
 
-class QuotaOut(BaseModel):
+class QuotaOut(_Wire):
     account: str  # the Kaggle user name
     accelerator: str
     seconds_left: float
@@ -172,7 +181,7 @@ LABEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,63}$"
 MAX_LIFETIME = timedelta(days=3650)
 
 
-class TokenIn(BaseModel):
+class TokenIn(BaseModel):  # a request body: built now (FastAPI warns on deferred ones)
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(default="cli", pattern=LABEL_PATTERN, description="A label for the token")
@@ -193,7 +202,7 @@ class TokenIn(BaseModel):
         return value
 
 
-class TokenOut(BaseModel):
+class TokenOut(_Wire):
     """A token as listed: never the token itself."""
 
     id: str
@@ -220,7 +229,7 @@ KEY_PATTERN = r"^[!-~]+$"
 MAX_KEY_LENGTH = 256
 
 
-class KaggleCredentialsIn(BaseModel):
+class KaggleCredentialsIn(BaseModel):  # a request body, built now like TokenIn
     """What a user gives: the API and the CLI both validate with this model."""
 
     model_config = ConfigDict(extra="forbid")
@@ -234,7 +243,7 @@ class KaggleCredentialsIn(BaseModel):
     )
 
 
-class KaggleCredentialsOut(BaseModel):
+class KaggleCredentialsOut(_Wire):
     username: str
     configured: bool
     updated_at: datetime
