@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 
 from anyio import to_thread
 from fastapi import FastAPI, Request, status
@@ -53,7 +54,7 @@ def create_app(services: Services) -> FastAPI:
     app = FastAPI(
         title="Baton",
         summary="Chains training jobs across time-limited sessions.",
-        version="0.1.0",
+        version=version("baton"),
         lifespan=lifespan,
     )
     app.state.services = services

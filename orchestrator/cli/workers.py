@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator.cli.errors import operator_errors
+
 if TYPE_CHECKING:
     from orchestrator.config import Settings
 
@@ -68,11 +70,12 @@ def worker(
             f"this host is {socket.gethostname()}, but BATON_LOCAL_HOST is {settings.local_host}: "
             "only workers on that host may drive local sessions (or pass --no-local)"
         )
-    from orchestrator.tasks import app  # builds the Celery app from the environment
+    with operator_errors():
+        from orchestrator.tasks import app  # builds the Celery app from the environment
 
-    if metrics_port:
-        start_http_server(metrics_port, registry=process_registry())
-    app.worker_main(worker_argv(settings, concurrency, local, name))
+        if metrics_port:
+            start_http_server(metrics_port, registry=process_registry())
+        app.worker_main(worker_argv(settings, concurrency, local, name))
 
 
 def beat(
@@ -87,9 +90,10 @@ def beat(
     settings = Settings()
     if check:
         raise typer.Exit(check_fan_out(settings, max_age))
-    from orchestrator.tasks import app
+    with operator_errors():
+        from orchestrator.tasks import app
 
-    app.start(BEAT_ARGV)
+        app.start(BEAT_ARGV)
 
 
 def check_fan_out(settings: Settings, max_age: float) -> int:
