@@ -1,27 +1,36 @@
 """The CLI's REST client: every failure becomes one CliError line; answers become API models.
 
-On urllib3, which the CLI loads in about 25 ms where httpx took about 50 (httpx also loads its
-own command line, click and pygments among it): the CLI must answer at once
-(benchmarks/cli_latency.py).
+On the standard library's http.client, one connection per request. The CLI must answer at once
+(benchmarks/cli_latency.py), and on this machine under load http.client added about 40 ms to
+the CLI's start where urllib3 added about 100 and httpx about 150 (httpx also loads its own
+command line: click, pygments, rich.syntax).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
-import urllib3
 from pydantic import TypeAdapter, ValidationError
-from urllib3.exceptions import HTTPError, NewConnectionError, ProtocolError, TimeoutError
 
 from orchestrator.cli.errors import CliError
+from orchestrator.cli.settings import check_url
 
 T = TypeVar("T")
 
-Response = urllib3.BaseHTTPResponse
+
+@dataclass(frozen=True)
+class Response:
+    """An answer, read whole."""
+
+    status: int
+    reason: str
+    data: bytes
 
 
 class ServerUnreachable(CliError):
@@ -54,18 +63,46 @@ def _detail(response: Response) -> str:
 
 class BatonClient:
     def __init__(self, url: str, token: str, timeout: float = 30) -> None:
-        self.url = url.rstrip("/")
+        self.url = check_url(url)
+        parts = urlsplit(self.url)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or ""
+        self._port = parts.port
+        self._prefix = parts.path
+        self._timeout = timeout
         self.headers = {"Authorization": f"Bearer {token}"}
-        # No retries: a failure is reported at once, in one line (watch retries on its own).
-        self.http = urllib3.PoolManager(
-            timeout=urllib3.Timeout(connect=timeout, read=timeout), retries=False
-        )
 
     def close(self) -> None:
-        self.http.clear()
+        """Nothing is held between requests."""
 
-    def _url(self, path: str, params: dict[str, Any] | None) -> str:
-        return f"{self.url}{path}" + (f"?{urlencode(params)}" if params else "")
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout)
+        return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+
+    @contextmanager
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: dict[str, Any] | None,
+        headers: dict[str, str] | None,
+    ) -> Iterator[http.client.HTTPResponse]:
+        target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
+        sent = {**self.headers, **(headers or {})}
+        payload = None
+        if body is not None:
+            payload = json.dumps(body).encode()
+            sent["Content-Type"] = "application/json"
+        connection = self._connection()
+        try:
+            with self._translated():
+                connection.request(method, target, body=payload, headers=sent)
+                response = connection.getresponse()
+            yield response
+        finally:
+            connection.close()
 
     def request(
         self,
@@ -76,48 +113,43 @@ class BatonClient:
         params: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
     ) -> Response:
-        with self._translated():
-            response = self.http.request(
-                method,
-                self._url(path, params),
-                json=body,
-                headers={**self.headers, **(headers or {})},
-            )
+        with self._exchange(method, path, body, params, headers) as answer, self._translated():
+            response = Response(answer.status, answer.reason, answer.read())
         self._raise_for(response)
         return response
 
     @contextmanager
     def stream(
         self, method: str, path: str, *, headers: dict[str, str] | None = None
-    ) -> Iterator[Response]:
-        """A response read in chunks (downloads)."""
-        with self._translated():
-            response = self.http.request(
-                method,
-                self._url(path, None),
-                headers={**self.headers, **(headers or {})},
-                preload_content=False,
-            )
-            try:
-                if response.status >= 400:
-                    response.read()
-                    self._raise_for(response)
-                yield response
-            finally:
-                response.release_conn()
+    ) -> Iterator[http.client.HTTPResponse]:
+        """A response to read in chunks (downloads), with `chunks`."""
+        with self._exchange(method, path, None, None, headers) as answer:
+            if answer.status >= 400:
+                with self._translated():
+                    data = answer.read()
+                self._raise_for(Response(answer.status, answer.reason, data))
+            yield answer
+
+    def chunks(self, answer: http.client.HTTPResponse, size: int) -> Iterator[bytes]:
+        while True:
+            with self._translated():
+                chunk = answer.read(size)
+            if not chunk:
+                return
+            yield chunk
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
-        # NewConnectionError is a kind of timeout in urllib3: it is caught first.
         try:
             yield
-        except (NewConnectionError, ProtocolError):
+        except TimeoutError:
+            raise CliError(f"the Baton server at {self.url} did not answer in time") from None
+        except (OSError, http.client.RemoteDisconnected, http.client.IncompleteRead):
+            # Refused, reset, cut off, or a name that does not resolve.
             raise ServerUnreachable(
                 f"cannot reach the Baton server at {self.url}: is `baton serve` running?"
             ) from None
-        except TimeoutError:
-            raise CliError(f"the Baton server at {self.url} did not answer in time") from None
-        except HTTPError as exc:
+        except http.client.HTTPException as exc:
             raise CliError(f"talking to {self.url} failed: {type(exc).__name__}") from None
 
     def _raise_for(self, response: Response) -> None:

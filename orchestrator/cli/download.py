@@ -52,5 +52,5 @@ def _fetch(client: BatonClient, job_id: str, step: int, name: str, path: Path, s
         # 206: the server resumed from `have`; 200: it sent the whole file.
         mode = "ab" if response.status == 206 else "wb"
         with open(path, mode) as f:
-            for chunk in response.stream(_CHUNK):
+            for chunk in client.chunks(response, _CHUNK):
                 f.write(chunk)

@@ -31,7 +31,7 @@ SERVER_SIDE = (
     "orchestrator.service",
 )
 # What `--help` can do without as well: the HTTP client, the wire models and their pydantic.
-CLIENT_SIDE = ("urllib3", "httpx", "pydantic", "orchestrator.wire", "yaml")
+CLIENT_SIDE = ("http.client", "urllib3", "httpx", "pydantic", "orchestrator.wire", "yaml")
 
 
 def _loaded_after(code: str) -> set[str]:
