@@ -15,6 +15,7 @@ def test_a_tiny_run_times_every_command_and_reports_them(tmp_path: Path) -> None
     assert list(figures["commands"]) == COMMANDS
     for row in figures["commands"].values():
         assert 0 < row["median_ms"] <= row["p90_ms"]
+        assert row["cpu_median_ms"] > 0
     text = report(figures)
     for command in COMMANDS:
         assert command in text
