@@ -31,7 +31,14 @@ from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.engine.checkpoints import CheckpointStore
 from orchestrator.service import build_services, prestart
-from tests.factories import ADMIN_TOKEN, job_spec, kaggle_spec, live_server, wait_finished
+from tests.factories import (
+    ADMIN_TOKEN,
+    job_spec,
+    kaggle_spec,
+    live_server,
+    wait_finished,
+    wait_for,
+)
 
 STATES = "queued, running, waiting, paused, succeeded, failed, cancelled"
 
@@ -281,3 +288,23 @@ def test_checkpoints_lists_only_what_download_can_fetch(
         assert _error("--url", url, "download", job_id) == f"job {job_id} has no checkpoint"
         gone = api.get(f"/api/v1/jobs/{job_id}/checkpoints/20/files/manifest.json")
         assert gone.status_code == 410
+
+
+def test_cancel_names_the_checkpoints_it_keeps(
+    cli_env: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec_file(tmp_path, job_spec(total_steps=100_000, config={"step_sleep": 0.01}))
+    with live_server(cli_env) as url, _api(url) as api:
+        job_id = json.loads(_out(capsys, "--url", url, "submit", str(spec), "--json"))["id"]
+        wait_for(api, job_id, lambda job: (job["progress"] or {}).get("step", 0) > 0, 120)  # type: ignore[arg-type]
+        _out(capsys, "--url", url, "pause", job_id)  # the session commits, then the job pauses
+        wait_for(api, job_id, lambda job: job["state"] == "paused", 120)  # type: ignore[arg-type]
+        [checkpoint] = api.get(f"/api/v1/jobs/{job_id}/checkpoints").json()
+
+        out = _out(capsys, "--url", url, "cancel", job_id, "--yes")
+        assert (
+            f"kept: its 1 kept checkpoint(s), up to step {checkpoint['step']}, stay downloadable "
+            f"(baton download {job_id})"
+        ) in " ".join(out.split())
+        assert api.get(f"/api/v1/jobs/{job_id}").json()["state"] == "cancelled"
+        assert len(api.get(f"/api/v1/jobs/{job_id}/checkpoints").json()) == 1
