@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from orchestrator.api.schemas import (
+from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
+from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
+from orchestrator.models import Checkpoint, Event, Job, Segment
+from orchestrator.wire import (
     CheckpointOut,
     EtaOut,
     EventOut,
@@ -24,9 +28,6 @@ from orchestrator.api.schemas import (
     SegmentOut,
     SegmentTimings,
 )
-from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
-from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
-from orchestrator.models import Checkpoint, Event, Job, Segment
 
 
 class JobNotVisible(LookupError):
@@ -293,12 +294,19 @@ def list_metrics(session: Session, user_id: str, job_id: str) -> list[MetricPoin
 
 
 def list_checkpoints(session: Session, user_id: str, job_id: str) -> list[CheckpointOut]:
-    """The job's committed checkpoints, oldest first."""
+    """The job's kept checkpoints, oldest first: those whose files can still be downloaded."""
     own_job(session, user_id, job_id)
     rows = session.scalars(
         select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step)
     )
-    return [CheckpointOut.model_validate(row) for row in rows]
+    return [CheckpointOut.model_validate(row) for row in rows if files_kept(row)]
+
+
+def files_kept(checkpoint: Checkpoint) -> bool:
+    """Whether a checkpoint's files are still there to download. The store keeps the newest few
+    good checkpoints and deletes the files of older and rejected ones, keeping their rows (a
+    segment's history names its checkpoint); a listing shows only what a download can fetch."""
+    return checkpoint.rejected is None and Path(checkpoint.location).is_dir()
 
 
 def find_checkpoint(

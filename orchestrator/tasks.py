@@ -17,7 +17,6 @@ import redis
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError as DatabaseUnavailable
 
-from orchestrator.api.deps import Services
 from orchestrator.celery_app import (
     FAN_OUT_TASK,
     NOTIFY_TASK,
@@ -32,7 +31,7 @@ from orchestrator.metrics import RECONCILE_LAG, RECONCILES
 from orchestrator.models import Job, utcnow
 from orchestrator.notifier import deliver_due_notifications
 from orchestrator.queries import as_utc
-from orchestrator.service import build_services
+from orchestrator.service import Services, build_services
 from orchestrator.transitions import StaleState
 from worker.kaggle_access.client import ClientFactory, production_client
 

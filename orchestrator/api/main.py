@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 
 from anyio import to_thread
 from fastapi import FastAPI, Request, status
@@ -11,7 +12,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 
 from orchestrator.api.body_limit import BodyLimit
-from orchestrator.api.deps import Services
 from orchestrator.api.method_not_allowed import method_not_allowed
 from orchestrator.api.routes import (
     checkpoints,
@@ -24,10 +24,12 @@ from orchestrator.api.routes import (
 )
 from orchestrator.api.ui import router as ui
 from orchestrator.api.validation_errors import validation_error_answer
+from orchestrator.config import Settings
 from orchestrator.engine import JobNotFound
 from orchestrator.lifecycle import ActionConflict
 from orchestrator.metrics import api_registry
 from orchestrator.queries import JobNotVisible
+from orchestrator.service import Services, build_services
 from orchestrator.transitions import IllegalTransition, StaleState
 
 
@@ -52,7 +54,7 @@ def create_app(services: Services) -> FastAPI:
     app = FastAPI(
         title="Baton",
         summary="Chains training jobs across time-limited sessions.",
-        version="0.1.0",
+        version=version("baton"),
         lifespan=lifespan,
     )
     app.state.services = services
@@ -87,3 +89,12 @@ def create_app(services: Services) -> FastAPI:
         return JSONResponse({"detail": f"job {exc} not found"}, status.HTTP_404_NOT_FOUND)
 
     return app
+
+
+# What each process of `baton serve --workers N` imports (uvicorn spawns, then calls it).
+APP_FACTORY = "orchestrator.api.main:app_from_environment"
+
+
+def app_from_environment() -> FastAPI:
+    """One API process: its own services, built from the environment (BATON_*)."""
+    return create_app(build_services(Settings()))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, TypeAdapter
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.api.schemas import CheckpointOut, EventOut, JobOut, QuotaOut, SegmentOut
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from orchestrator.wire import CheckpointOut, EventOut, JobOut, QuotaOut, SegmentOut
 
 console = Console(highlight=False)
 
@@ -25,6 +28,8 @@ STATE_STYLES = {
 
 
 def print_json(value: BaseModel | Sequence[BaseModel]) -> None:
+    from pydantic import TypeAdapter
+
     # Plain print: Rich would wrap long lines and break the JSON.
     data = TypeAdapter(type(value)).dump_json(value, indent=2)
     print(data.decode())
@@ -73,7 +78,18 @@ def _seconds(value: float | None) -> str:
 
 def segments_table(segments: Sequence[SegmentOut]) -> Table:
     table = Table(box=None, header_style="bold")
-    for column in ("seg", "state", "outcome", "steps", "startup s", "train s", "save s", "error"):
+    columns = (
+        "seg",
+        "state",
+        "outcome",
+        "steps",
+        "startup s",
+        "load s",
+        "train s",
+        "save s",
+        "error",
+    )
+    for column in columns:
         table.add_column(column, justify="right" if column.endswith(" s") else "left")
     for seg in segments:
         timings = seg.timings
@@ -84,6 +100,7 @@ def segments_table(segments: Sequence[SegmentOut]) -> Table:
             seg.outcome or "",
             f"{seg.start_step}-{end}",
             _seconds(timings.startup if timings else None),
+            _seconds(timings.load if timings else None),
             _seconds(timings.train if timings else None),
             _seconds(timings.save if timings else None),
             (seg.error or "").strip().splitlines()[-1][:60] if seg.error else "",

@@ -11,7 +11,12 @@ from fastapi.responses import PlainTextResponse
 from orchestrator import queries
 from orchestrator.api.deps import MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
 from orchestrator.api.links import link
-from orchestrator.api.schemas import (
+from orchestrator.backends.base import Rejected, Transient
+from orchestrator.lifecycle import JobState, UserAction
+from orchestrator.models import KaggleCredential, User
+from orchestrator.spec import JobSpec
+from orchestrator.trainer_lookup import TrainerRejected
+from orchestrator.wire import (
     CheckpointOut,
     EventOut,
     JobList,
@@ -19,11 +24,6 @@ from orchestrator.api.schemas import (
     MetricPoint,
     SegmentOut,
 )
-from orchestrator.backends.base import Rejected, Transient
-from orchestrator.lifecycle import JobState, UserAction
-from orchestrator.models import KaggleCredential, User
-from orchestrator.spec import JobSpec
-from orchestrator.trainer_lookup import TrainerRejected
 
 router = APIRouter(
     prefix="/api/v1/jobs",

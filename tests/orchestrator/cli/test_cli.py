@@ -101,7 +101,7 @@ def test_listings_print_json_that_parses(
     assert isinstance(shown["segments"], list)
     _, out, _ = _run(capsys, "--url", server, "checkpoints", job_id, "--json")
     assert isinstance(json.loads(out), list)
-    _run(capsys, "--url", server, "cancel", job_id)
+    _run(capsys, "--url", server, "cancel", job_id, "--yes")
     _, out, _ = _run(capsys, "--url", server, "jobs", "--state", "cancelled", "--json")
     assert json.loads(out)["total"] == 1
 

@@ -57,7 +57,7 @@ def test_pause_resume_and_cancel_move_the_job_and_a_forbidden_action_is_one_line
     shown = _text(capsys, *url, "show", job_id)
     assert job_id in shown
     assert "queued" in shown
-    assert _json(capsys, *url, "cancel", job_id, "--json")["state"] == "cancelled"
+    assert _json(capsys, *url, "cancel", job_id, "--yes", "--json")["state"] == "cancelled"
     assert _json(capsys, *url, "show", job_id, "--json")["job"]["state"] == "cancelled"  # type: ignore[index]
 
     for action in ("resume", "pause", "cancel"):

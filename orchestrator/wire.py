@@ -1,17 +1,34 @@
-"""Response models of the REST API."""
+"""The REST API's wire models: what goes over HTTP, in and out.
+
+Below the API, so that the read layer (orchestrator/queries.py), the CLI and Celery share them
+without importing anything from orchestrator/api/.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, computed_field, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    computed_field,
+    field_validator,
+)
 
-from orchestrator.spec import spec_warnings
+from orchestrator.clock import utcnow
 from orchestrator.webhooks import redact_spec
 
 
-class _FromRow(BaseModel):
+class _Wire(BaseModel):
+    # Each model's validator is built on first use, not at import: the CLI uses a few of them
+    # and must start at once (benchmarks/cli_latency.py).
+    model_config = ConfigDict(defer_build=True)
+
+
+class _FromRow(_Wire):
     model_config = ConfigDict(from_attributes=True)
 
     @field_validator("*", mode="after")
@@ -35,7 +52,7 @@ class LiveProgress(_FromRow):
     estimated: bool
 
 
-class EtaOut(BaseModel):
+class EtaOut(_Wire):
     """When the job should finish, from its measured step time, sessions and overheads."""
 
     finish_at: datetime
@@ -75,15 +92,19 @@ class JobOut(_FromRow):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def warnings(self) -> list[str]:
+        # Here, not at the top: the spec's models take about 0.1 s to build, and the CLI
+        # reads jobs without them (benchmarks/cli_latency.py).
+        from orchestrator.spec import spec_warnings
+
         return spec_warnings(self.spec)
 
 
-class JobList(BaseModel):
+class JobList(_Wire):
     items: list[JobOut]
     total: int
 
 
-class SegmentTimings(BaseModel):
+class SegmentTimings(_Wire):
     startup: float | None = None
     load: float | None = None
     train: float | None = None
@@ -128,27 +149,101 @@ class CheckpointOut(_FromRow):
     created_at: datetime
 
 
-class MetricPoint(BaseModel):
+class MetricPoint(_Wire):
     segment_index: int
     step: int
     values: dict[str, float]
 
 
-class Health(BaseModel):
+class Health(_Wire):
     status: str  # "ok" or "unhealthy"
     database: str  # the dialect: sqlite, postgresql
     # Each part: "ok", or a word for what is wrong ("read-only", "unreachable", "not writable").
     checks: dict[str, str]
 
 
-class Readiness(BaseModel):
+class Readiness(_Wire):
     status: str  # "ready" or "not ready"
     schema_state: str  # "ok", "behind" (migrations not applied) or "unreachable"
 
 
-class QuotaOut(BaseModel):
+class QuotaOut(_Wire):
     account: str  # the Kaggle user name
     accelerator: str
     seconds_left: float
     refresh_at: datetime | None
     allowance_seconds: float  # what each weekly refresh grants
+
+
+# Tokens (/api/v1/tokens)
+
+LABEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,63}$"
+MAX_LIFETIME = timedelta(days=3650)
+
+
+class TokenIn(BaseModel):  # a request body: built now (FastAPI warns on deferred ones)
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="cli", pattern=LABEL_PATTERN, description="A label for the token")
+    expires_at: AwareDatetime | None = Field(
+        default=None, description="When the token stops working (UTC offset required)"
+    )
+
+    @field_validator("expires_at")
+    @classmethod
+    def _in_the_future(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        now = utcnow()
+        if value <= now:
+            raise ValueError("expires_at must be in the future")
+        if value - now > MAX_LIFETIME:
+            raise ValueError("expires_at is more than 10 years away")
+        return value
+
+
+class TokenOut(_Wire):
+    """A token as listed: never the token itself."""
+
+    id: str
+    name: str
+    created_at: datetime
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    # Made at start-up from BATON_ADMIN_TOKEN (or the token file): rotate it there.
+    bootstrap: bool
+    # The token this request was made with.
+    current: bool
+
+
+class NewToken(TokenOut):
+    token: str = Field(description="The token itself: shown this once, stored only as a hash")
+
+
+# Kaggle credentials (/api/v1/credentials/kaggle)
+
+# Kaggle user names are letters, digits, '-' and '_'; 64 is the column's width.
+USERNAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+# Printable ASCII without spaces: a pasted newline or space is a mistake, not part of a key.
+KEY_PATTERN = r"^[!-~]+$"
+MAX_KEY_LENGTH = 256
+
+
+class KaggleCredentialsIn(BaseModel):  # a request body, built now like TokenIn
+    """What a user gives: the API and the CLI both validate with this model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    username: str = Field(pattern=USERNAME_PATTERN, description="Your Kaggle user name")
+    key: str = Field(
+        min_length=1,
+        max_length=MAX_KEY_LENGTH,
+        pattern=KEY_PATTERN,
+        description="Your Kaggle API key; stored encrypted and never returned",
+    )
+
+
+class KaggleCredentialsOut(_Wire):
+    username: str
+    configured: bool
+    updated_at: datetime
