@@ -1,4 +1,8 @@
-"""Shared fixtures: settings in a temp data dir, the API with and without its reconcile loop."""
+"""Shared fixtures: settings in a temp data dir, the API with and without its reconcile loop.
+
+Fixtures that start a session, a server, a browser or a cluster carry `@starts_processes`, and
+every test that uses one is marked `slow` (tests/support/marks.py): `make test-fast` skips them.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +17,21 @@ from sqlalchemy import create_engine, text
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.migrate import upgrade
+from orchestrator.private_files import sqlite_file
 from orchestrator.service import prestart
 from tests.factories import make_settings, require_services, running_api
 from tests.kaggle_emulator import Emulator, start_emulator
+from tests.support.databases import copy_migrated, seed_migrated
+from tests.support.marks import starts_processes, uses_process_fixture
 from tests.support.supervisors import end_leftover_supervisors
 
 POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if uses_process_fixture(item):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -35,6 +48,7 @@ def settings(tmp_path: Path) -> Settings:
 @pytest.fixture
 def store(settings: Settings) -> Iterator[Database]:
     """The migrated database behind `settings`, as `baton serve` leaves it after prestart."""
+    seed_migrated(settings)
     prestart(settings)
     database = Database(settings.resolved_database_url)
     yield database
@@ -49,6 +63,7 @@ def api(settings: Settings) -> Iterator[TestClient]:
 
 
 @pytest.fixture
+@starts_processes
 def live_api(settings: Settings) -> Iterator[TestClient]:
     """The API with its embedded reconcile loop: jobs really run as local sessions."""
     with running_api(settings) as client:
@@ -56,6 +71,7 @@ def live_api(settings: Settings) -> Iterator[TestClient]:
 
 
 @pytest.fixture
+@starts_processes
 def emulator(tmp_path: Path) -> Iterator[Emulator]:
     """A Kaggle API emulator with account alice, fast dataset processing and a 30 h GPU week."""
     with start_emulator(
@@ -105,16 +121,19 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 @pytest.fixture
 def sqlite_db(tmp_path: Path) -> Iterator[Database]:
     """A migrated SQLite database of its own, for engine tests without the API."""
-    url = f"sqlite:///{tmp_path / 'baton.db'}"
-    upgrade(url)
-    database = Database(url)
+    copy_migrated(tmp_path / "baton.db")
+    database = Database(f"sqlite:///{tmp_path / 'baton.db'}")
     yield database
     database.dispose()
 
 
 @pytest.fixture
 def migrated_db(database_url: str) -> Iterator[Database]:
-    """`database_url` migrated, as a Database: SQLite, and PostgreSQL where it runs."""
+    """`database_url` migrated, as a Database: SQLite (a copy of one migrated once per test
+    process), and PostgreSQL where it runs."""
+    file = sqlite_file(database_url)
+    if file is not None:
+        copy_migrated(file)
     upgrade(database_url)
     database = Database(database_url)
     yield database

@@ -3,17 +3,25 @@ the emulator, ends inside its first week, and the figures hold together."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from benchmarks.kaggle_calendar import run
-
-pytestmark = pytest.mark.slow
+from tests.benchmarks.conftest import EntryPoint
 
 
-def test_a_small_job_runs_and_reports_against_the_bound(tmp_path: Path) -> None:
-    figures = run(hour=1.0, weeks_of_work=0.1, root=tmp_path)
+def test_a_small_job_runs_and_reports_against_the_bound(
+    entry_point: EntryPoint, tmp_path: Path
+) -> None:
+    out = tmp_path / "kaggle-calendar.json"
+    # fmt: off
+    entry_point(
+        "benchmarks.kaggle_calendar", "--hour-seconds", "1", "--weeks-of-work", "0.1",
+        "--out", out,
+    )
+    # fmt: on
+    figures = json.loads(out.read_text())
     assert figures["quota_weeks"] == 1
     assert figures["charged_gpu_seconds"] >= figures["training_seconds"]
     # Inside one week the bound is the charged time itself, and no calendar beats it.

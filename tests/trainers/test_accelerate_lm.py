@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.support.marks import starts_processes
 from tests.support.segments import (
     make_root,
     make_spec,
@@ -47,6 +48,7 @@ def acc_spec(**overrides) -> SegmentSpec:
 
 
 @pytest.fixture(scope="module")
+@starts_processes
 def uninterrupted(tmp_path_factory) -> SegmentResult:
     spec = acc_spec()
     root = make_root(tmp_path_factory.mktemp("whole"), spec)
@@ -58,6 +60,7 @@ def uninterrupted(tmp_path_factory) -> SegmentResult:
 
 
 @pytest.fixture(scope="module")
+@starts_processes
 def first_segment(tmp_path_factory) -> tuple[SegmentSpec, SegmentResult, Path]:
     """Segment 0, stopped by SIGTERM after step 3: the start of every chain below."""
     spec = acc_spec()

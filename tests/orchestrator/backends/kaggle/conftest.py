@@ -9,10 +9,12 @@ import pytest
 
 from tests.factories import emulator_clients, fast_emulator
 from tests.kaggle_emulator import Emulator
+from tests.support.marks import starts_processes
 from worker.kaggle_access.client import KaggleAccount
 
 
 @pytest.fixture
+@starts_processes
 def emulator(tmp_path: Path) -> Iterator[Emulator]:
     with fast_emulator(tmp_path / "emulator") as running:
         yield running
