@@ -1,7 +1,7 @@
 """Shared fixtures: settings in a temp data dir, the API with and without its reconcile loop.
 
-Fixtures that start a session, a server, a browser or a cluster carry `@starts_processes`, and
-every test that uses one is marked `slow` (tests/support/marks.py): `make test-fast` skips them.
+A test that uses a fixture marked `@starts_processes`, or calls one of STARTERS itself or through
+a fixture, is marked `slow` (tests/support/marks.py): `make test-fast` leaves it out.
 """
 
 from __future__ import annotations
@@ -18,19 +18,48 @@ from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.migrate import upgrade
 from orchestrator.private_files import sqlite_file
+from orchestrator.reference import run_uninterrupted
 from orchestrator.service import prestart
-from tests.factories import make_settings, require_services, running_api
+from tests.factories import (
+    fast_emulator,
+    live_server,
+    make_settings,
+    reference_digest,
+    require_services,
+    running_api,
+)
 from tests.kaggle_emulator import Emulator, start_emulator
+from tests.scale.cluster import Cluster, RedisServer
+from tests.support.chains import run_chain, run_segment, run_whole
 from tests.support.databases import copy_migrated, seed_migrated
-from tests.support.marks import starts_processes, uses_process_fixture
+from tests.support.marks import starts_processes, starts_processes_in
+from tests.support.segments import run_worker, start_worker, terminate_after_step
 from tests.support.supervisors import end_leftover_supervisors
 
 POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
+# What starts a training session, a server or a cluster when called.
+STARTERS = (
+    start_emulator,
+    fast_emulator,
+    live_server,
+    run_uninterrupted,
+    reference_digest,
+    run_worker,
+    start_worker,
+    terminate_after_step,
+    run_whole,
+    run_segment,
+    run_chain,
+    Cluster,
+    RedisServer,
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if uses_process_fixture(item):
+        if starts_processes_in(item, STARTERS):
             item.add_marker(pytest.mark.slow)
 
 
