@@ -16,7 +16,7 @@ from orchestrator.backends.kaggle.backend import KaggleBackend
 from orchestrator.spec import JobSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, ManualClock, start_emulator
-from tests.orchestrator.backends.kaggle.conftest import account_on
+from tests.support.kaggle import account_on
 from tests.support.marks import starts_processes
 from worker.contract import SegmentSpec
 from worker.kaggle_access.client import KaggleAccount
