@@ -67,7 +67,7 @@ class Chain:
         return output_checkpoint(self.roots[-1], self.specs[-1])
 
     @property
-    def outcomes(self) -> list[Outcome]:
+    def outcomes(self) -> list[str]:
         return [result.outcome for result in self.results]
 
 
