@@ -19,9 +19,10 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/baton demo
 
-# Every test, a test file per worker at a time (a file's module fixtures are made once).
+# Every test, spread test by test over the workers (each test has its own directory, database,
+# ports and sessions; each worker makes the trainers' whole runs once: tests/trainers/conftest.py).
 test: $(VENV)/.installed
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 # Every test that starts no session, server, browser or cluster (tests/support/marks.py).
 test-fast: $(VENV)/.installed
