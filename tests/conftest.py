@@ -6,6 +6,7 @@ a fixture, is marked `slow` (tests/support/marks.py): `make test-fast` leaves it
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
+from orchestrator.backends.local import LocalBackend
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.migrate import upgrade
@@ -39,8 +41,11 @@ from tests.support.supervisors import end_leftover_supervisors
 POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
-# What starts a training session, a server or a cluster when called.
+# What starts a training session, a server, a cluster or any process when called (a test that
+# uses the subprocess module starts a process).
 STARTERS = (
+    subprocess,
+    LocalBackend,
     start_emulator,
     fast_emulator,
     live_server,

@@ -3,8 +3,9 @@
 A test is `slow` when it, or any fixture it uses (directly or through other fixtures):
 - is a fixture decorated `@starts_processes` under its `@pytest.fixture`: one that starts a
   training session, a server (the Kaggle emulator, uvicorn, Redis), a browser or a cluster; or
-- calls one of the `starters` the hook in tests/conftest.py passes (start_emulator, run_worker,
-  live_server...), from its own code or from a function of its own module that it calls.
+- uses one of the `starters` the hook in tests/conftest.py passes (start_emulator, run_worker,
+  live_server, LocalBackend, the subprocess module...), in its own code or in a function of its
+  own module that it calls.
 `make test-fast` (`-m "not slow"`) leaves those out.
 """
 
@@ -58,12 +59,19 @@ def _calls_a_starter(
             value = namespace.get(name)
             if value is None:
                 continue
-            if any(value is starter for starter in starters):
+            if any(_is_or_subclasses(value, starter) for starter in starters):
                 return True
             own = inspect.isfunction(value) and value.__module__ == function.__module__
             if own and _calls_a_starter(value, starters, seen, depth + 1):
                 return True
     return False
+
+
+def _is_or_subclasses(value: object, starter: object) -> bool:
+    """`value` is the starter, or a class derived from a starter class (a test's own backend)."""
+    if value is starter:
+        return True
+    return isinstance(value, type) and isinstance(starter, type) and issubclass(value, starter)
 
 
 def _code_objects(code: types.CodeType) -> list[types.CodeType]:
