@@ -18,9 +18,11 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.config import Settings
 from tests.factories import ADMIN_TOKEN, job_spec, live_server, wait_finished
+from tests.support.marks import starts_processes
 
 
 @pytest.fixture
+@starts_processes
 def server(cli_env: Settings) -> Iterator[str]:
     with live_server(cli_env) as url:
         yield url

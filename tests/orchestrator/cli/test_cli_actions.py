@@ -13,9 +13,11 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.config import Settings
 from tests.factories import job_spec, live_server
+from tests.support.marks import starts_processes
 
 
 @pytest.fixture
+@starts_processes
 def idle_server(cli_env: Settings) -> Iterator[str]:
     with live_server(cli_env, embedded_loop=False) as url:
         yield url
