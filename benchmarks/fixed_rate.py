@@ -13,7 +13,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -41,6 +41,9 @@ class PhaseResult:
     max_send_lag_ms: float  # how far behind schedule the client itself fell
     worst_second_p99_ms: float  # the p99 of the worst one-second window of scheduled sends
     machine: dict[str, float]  # the whole machine's CPU over the phase, in % of all cores
+    # Wall-clock bounds (time.time()), to match the phase with what the server recorded.
+    started_at: float = 0.0
+    ended_at: float = 0.0
 
 
 def machine_share(before: Any, after: Any) -> dict[str, float]:
@@ -108,6 +111,7 @@ async def run_phase(client: aiohttp.ClientSession, phase: Phase, rate: float) ->
     lags: list[float] = []
     errors = 0
     cpu_before = psutil.cpu_times()
+    started_at = time.time()
     start = time.perf_counter()
     # Requests beyond the connections wait here, in a FIFO, rather than in the client's pool,
     # whose bookkeeping may grow with its queue and slow the client itself under a backlog.
@@ -138,7 +142,8 @@ async def run_phase(client: aiohttp.ClientSession, phase: Phase, rate: float) ->
     await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - start
     machine = machine_share(cpu_before, psutil.cpu_times())
-    return summarize(phase.name, scheduled_at, latencies, lags, errors, elapsed, machine)
+    result = summarize(phase.name, scheduled_at, latencies, lags, errors, elapsed, machine)
+    return replace(result, started_at=started_at, ended_at=started_at + elapsed)
 
 
 async def run(url: str, token: str, rate: float, phases: list[Phase]) -> list[PhaseResult]:
