@@ -9,7 +9,14 @@ from pydantic import BaseModel, TypeAdapter
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.api.schemas import CheckpointOut, EventOut, JobOut, QuotaOut, SegmentOut
+from orchestrator.api.schemas import (
+    CheckpointOut,
+    EventOut,
+    JobOut,
+    JobSummary,
+    QuotaOut,
+    SegmentOut,
+)
 
 console = Console(highlight=False)
 
@@ -34,13 +41,13 @@ def state(value: str) -> str:
     return f"[{STATE_STYLES.get(value, 'white')}]{value}[/]"
 
 
-def steps(job: JobOut) -> str:
+def steps(job: JobSummary) -> str:
     done = job.progress.step if job.progress else job.steps_done
     mark = "~" if job.progress and job.progress.estimated else ""
     return f"{mark}{done}/{job.total_steps}"
 
 
-def jobs_table(jobs: Sequence[JobOut]) -> Table:
+def jobs_table(jobs: Sequence[JobSummary]) -> Table:
     table = Table(box=None, header_style="bold")
     for column in ("id", "name", "state", "steps", "eta", "reason"):
         table.add_column(column)
