@@ -6,12 +6,15 @@ else's is `JobNotVisible`, exactly like a job that does not exist.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import func, select, tuple_
+from sqlalchemy.orm import Session, defer
 
 from orchestrator.api.schemas import (
     CheckpointOut,
@@ -19,6 +22,7 @@ from orchestrator.api.schemas import (
     EventOut,
     JobList,
     JobOut,
+    JobSummary,
     LiveProgress,
     MetricPoint,
     SegmentOut,
@@ -49,6 +53,31 @@ def own_job(session: Session, user_id: str, job_id: str) -> Job:
     return job
 
 
+@dataclass(frozen=True)
+class JobCursor:
+    """Where a page of the job list ends: its last job's creation time and id (the list's
+    order), as an opaque token for `?cursor=`."""
+
+    created_at: datetime
+    job_id: str
+
+    def encode(self) -> str:
+        raw = f"{as_utc(self.created_at).isoformat()}|{self.job_id}".encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, token: str) -> JobCursor:
+        """Raises ValueError for anything `encode` did not make."""
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        except (binascii.Error, UnicodeDecodeError) as exc:
+            raise ValueError("not a cursor from this list") from exc
+        created_at, _, job_id = raw.partition("|")
+        if not job_id:
+            raise ValueError("not a cursor from this list")
+        return cls(as_utc(datetime.fromisoformat(created_at)), job_id)
+
+
 def list_jobs(
     session: Session,
     user_id: str,
@@ -56,22 +85,34 @@ def list_jobs(
     state: JobState | None = None,
     limit: int = 100,
     offset: int = 0,
+    after: JobCursor | None = None,
     now: datetime | None = None,
     kaggle_quota: QuotaPlan | None = None,
 ) -> JobList:
-    """The user's jobs, newest first, with live progress for the running ones."""
-    query = select(Job).where(Job.user_id == user_id)
+    """The user's jobs, newest first, with live progress for the running ones: `limit` of them
+    after `after` (a keyset cursor) if given, then past `offset`. Three statements a page."""
+    mine = [Job.user_id == user_id]
     if state is not None:
-        query = query.where(Job.state == state.value)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    rows = list(session.scalars(query.order_by(Job.created_at.desc()).limit(limit).offset(offset)))
+        mine.append(Job.state == state.value)
+    total = session.scalar(select(func.count()).select_from(Job).where(*mine)) or 0
+    order = (Job.created_at.desc(), Job.id.desc())
+    page = select(Job.id).where(*mine).order_by(*order).limit(limit).offset(offset)
+    if after is not None:
+        page = page.where(tuple_(Job.created_at, Job.id) < tuple_(after.created_at, after.job_id))
+    # The page's ids come from the index (ix_jobs_user_created_id) alone: an offset then skips
+    # index entries, not whole rows.
+    rows = list(
+        session.scalars(select(Job).where(Job.id.in_(page.scalar_subquery())).order_by(*order))
+    )
     history = _segments_by_job(session, [job.id for job in rows])
+    last = rows[-1] if len(rows) == limit else None
     return JobList(
         items=[
-            job_out(job, history.get(job.id, []), now=now, quota=_quota_of(job, kaggle_quota))
+            job_summary(job, history.get(job.id, []), now=now, quota=_quota_of(job, kaggle_quota))
             for job in rows
         ],
         total=total,
+        next_cursor=JobCursor(last.created_at, last.id).encode() if last is not None else None,
     )
 
 
@@ -101,9 +142,33 @@ def job_out(
     quota: QuotaPlan | None = None,
 ) -> JobOut:
     """The job with its live progress and ETA; `segments` are the job's, in index order."""
+    return _with_progress(JobOut.model_validate(job), job, segments, now=now, quota=quota)
+
+
+def job_summary(
+    job: Job,
+    segments: list[Segment],
+    *,
+    now: datetime | None = None,
+    quota: QuotaPlan | None = None,
+) -> JobSummary:
+    """The job as the list shows it, with its live progress and ETA."""
+    return _with_progress(JobSummary.model_validate(job), job, segments, now=now, quota=quota)
+
+
+_Out = TypeVar("_Out", bound=JobSummary)
+
+
+def _with_progress(
+    out: _Out,
+    job: Job,
+    segments: list[Segment],
+    *,
+    now: datetime | None,
+    quota: QuotaPlan | None,
+) -> _Out:
     now = now or datetime.now(UTC)
     active = next((s for s in segments if s.state in _ACTIVE), None)
-    out = JobOut.model_validate(job)
     out.progress = live_progress(job, active, now=now)
     eta = job_eta(job, segments, out.progress, now=now, quota=quota)
     if eta is not None:
@@ -177,8 +242,12 @@ def _segments_by_job(session: Session, job_ids: list[str]) -> dict[str, list[Seg
     found: dict[str, list[Segment]] = {}
     if not job_ids:
         return found
+    # One statement for the whole page; the metric series (the one large column) is not read.
     rows = session.scalars(
-        select(Segment).where(Segment.job_id.in_(job_ids)).order_by(Segment.job_id, Segment.index)
+        select(Segment)
+        .options(defer(Segment.metrics))
+        .where(Segment.job_id.in_(job_ids))
+        .order_by(Segment.job_id, Segment.index)
     )
     for row in rows:
         found.setdefault(row.job_id, []).append(row)

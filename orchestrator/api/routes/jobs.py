@@ -102,7 +102,24 @@ def list_jobs(
     state: JobState | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="the `next_cursor` of the previous page: the jobs after it (then "
+            "`offset`, if given, counts from there)",
+        ),
+    ] = None,
 ) -> JobList:
+    """Your jobs, newest first. Page with `next_cursor` (each page costs the same) or `offset`."""
+    after = None
+    if cursor is not None:
+        try:
+            after = queries.JobCursor.decode(cursor)
+        except ValueError as exc:
+            raise RequestValidationError(
+                [{"loc": ("query", "cursor"), "msg": str(exc), "type": "value_error"}]
+            ) from exc
     with services.db.transaction() as session:
         return queries.list_jobs(
             session,
@@ -110,6 +127,7 @@ def list_jobs(
             state=state,
             limit=limit,
             offset=offset,
+            after=after,
             kaggle_quota=services.quota_seen.plan(user.id),
         )
 
