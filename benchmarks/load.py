@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy import create_engine, insert, select, text
 
 from benchmarks import breakdown
-from benchmarks.pg_activity import PgSampler
+from benchmarks.pg_activity import APPLICATION_NAME, PgSampler
 from orchestrator.models import Job, Segment, User, utcnow
 from tests.factories import ADMIN_TOKEN
 from tests.scale.cluster import Cluster, RedisServer, postgres_schema
@@ -244,7 +244,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     load_at_start = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="baton-load-") as tmp, postgres_schema() as db_url:
+    with tempfile.TemporaryDirectory(prefix="baton-load-") as tmp, postgres_schema() as schema_url:
+        # Named, so that PostgreSQL's activity can be told from other clients of the server.
+        db_url = f"{schema_url}&application_name={APPLICATION_NAME}"
         redis = RedisServer(Path(tmp) / "redis")
         redis.start()
         traces = Path(tmp) / "breakdown"

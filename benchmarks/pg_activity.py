@@ -1,6 +1,6 @@
 """What PostgreSQL did during a load run: its sessions' wait events and its checkpoints.
 
-A thread samples `pg_stat_activity` (active sessions of this database and what each waits on)
+A thread samples `pg_stat_activity` (the benchmark's active sessions and what each waits on)
 every 50 ms and `pg_stat_bgwriter` (checkpoints and their write and sync time) every 0.5 s,
 stamped with time.time(), so that each benchmark phase can be matched with what happened.
 """
@@ -14,11 +14,13 @@ from typing import Any
 
 from sqlalchemy import create_engine, text
 
+# The benchmark's processes connect under this name: other clients of the server are not counted.
+APPLICATION_NAME = "baton_load"
 _ACTIVITY = text(
     "SELECT coalesce(wait_event_type, 'CPU') || ':' || coalesce(wait_event, 'running') "
-    "FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' "
-    "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-)
+    "FROM pg_stat_activity WHERE application_name = :name AND state = 'active' "
+    "AND pid <> pg_backend_pid()"
+).bindparams(name=APPLICATION_NAME)
 _CHECKPOINTS = text(
     "SELECT checkpoints_timed + checkpoints_req, checkpoint_write_time, checkpoint_sync_time, "
     "buffers_checkpoint FROM pg_stat_bgwriter"
