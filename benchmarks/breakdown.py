@@ -3,6 +3,7 @@
 `install(app, engine, directory)` (tests/scale/processes.py calls it when BATON_BREAKDOWN_DIR is
 set) adds an ASGI middleware that times each request from its arrival to its last byte, and
 splits that time with:
+- FastAPI's hand-off to its threads: the wait for a thread, and the time spent on one;
 - SQLAlchemy's cursor events: time in SQL statements, and how many;
 - SQLAlchemy's session events: from a transaction's start to its connection's BEGIN (waiting
   for the pool, the pre-ping);
@@ -19,10 +20,13 @@ import json
 import os
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import fastapi.dependencies.utils
+import fastapi.routing
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, SessionTransaction
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -33,6 +37,10 @@ class RequestTimes:
     path: str
     at: float  # time.time() at arrival
     total: float = 0.0
+    # Sync dependencies, endpoints and response checks each run on the API's few threads
+    # (BATON_API_THREADS): the wait for one, and the time run there (SQL included).
+    thread_wait: float = 0.0
+    in_threads: float = 0.0
     sql: float = 0.0
     statements: int = 0
     connect: float = 0.0  # transaction start to pool checkout (pool wait + pre-ping)
@@ -125,12 +133,36 @@ def _listen(engine: Engine) -> None:
             times.connect += time.perf_counter() - begun
 
 
+def _timed(run_in_threadpool: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    async def run(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        times = _current.get()
+        if times is None:
+            return await run_in_threadpool(func, *args, **kwargs)
+        queued = time.perf_counter()
+
+        def timed() -> Any:
+            started = time.perf_counter()
+            times.thread_wait += started - queued
+            try:
+                return func(*args, **kwargs)
+            finally:
+                times.in_threads += time.perf_counter() - started
+
+        return await run_in_threadpool(timed)
+
+    return run
+
+
 def install(app: ASGIApp, engine: Engine, directory: Path) -> ASGIApp:
-    """`app` wrapped in the breakdown middleware, with the engine's and gc's hooks set."""
+    """`app` wrapped in the breakdown middleware, with the engine's, gc's and FastAPI's thread
+    hand-off's hooks set (the last by replacing the name FastAPI calls: a probe, not a seam)."""
     directory.mkdir(parents=True, exist_ok=True)
     clock = GcClock()
     gc.callbacks.append(clock)
     _listen(engine)
+    hand_off = "run_in_threadpool"
+    for module in (fastapi.routing, fastapi.dependencies.utils):
+        setattr(module, hand_off, _timed(getattr(module, hand_off)))
     return Breakdown(app, clock, directory / f"{os.getpid()}.jsonl")
 
 
@@ -152,7 +184,7 @@ def summarize_requests(requests: list[dict[str, Any]]) -> dict[str, Any]:
     """p50/p99 of each part, and what the slowest 1 % of requests spent their time on."""
     if not requests:
         return {"requests": 0}
-    parts = ("total", "sql", "connect", "gc")
+    parts = ("total", "thread_wait", "in_threads", "sql", "connect", "gc")
 
     def at(values: list[float], q: float) -> float:
         ordered = sorted(values)

@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, Response
+from pydantic import BaseModel
 
 from orchestrator import queries
 from orchestrator.api.deps import MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
@@ -48,6 +49,14 @@ _JOB_LINKS = {
     "ListMetrics": link(f"{_JOB}/metrics", "get", "Its metric series", **_THIS_JOB),
     "ListCheckpoints": link(f"{_JOB}/checkpoints", "get", "Its checkpoints", **_THIS_JOB),
 }
+
+
+def _json(answer: BaseModel) -> Response:
+    """The answer serialized once, by pydantic. Returned as a model, FastAPI would validate it
+    again and encode it in Python, on one more trip through the API's few threads: for the two
+    reads every open page repeats, that is a third of their cost (the route's response_model
+    still documents the answer)."""
+    return Response(answer.model_dump_json(), media_type="application/json")
 
 
 @router.post(
@@ -110,7 +119,7 @@ def list_jobs(
             "`offset`, if given, counts from there)",
         ),
     ] = None,
-) -> JobList:
+) -> Response:
     """Your jobs, newest first. Page with `next_cursor` (each page costs the same) or `offset`."""
     after = None
     if cursor is not None:
@@ -121,7 +130,7 @@ def list_jobs(
                 [{"loc": ("query", "cursor"), "msg": str(exc), "type": "value_error"}]
             ) from exc
     with services.db.transaction() as session:
-        return queries.list_jobs(
+        listing = queries.list_jobs(
             session,
             user.id,
             state=state,
@@ -130,14 +139,16 @@ def list_jobs(
             after=after,
             kaggle_quota=services.quota_seen.plan(user.id),
         )
+    return _json(listing)
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=_NOT_FOUND | {200: {"links": _JOB_LINKS}})
-def get_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
+def get_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> Response:
     with services.db.transaction() as session:
-        return queries.get_job(
+        job = queries.get_job(
             session, user.id, job_id, kaggle_quota=services.quota_seen.plan(user.id)
         )
+    return _json(job)
 
 
 def _act(job_id: str, user: User, services: ServicesDep, action: UserAction) -> JobOut:
