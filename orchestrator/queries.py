@@ -9,12 +9,13 @@ from __future__ import annotations
 import base64
 import binascii
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import func, select, tuple_
-from sqlalchemy.orm import Session, defer
+from sqlalchemy import case, func, select, tuple_
+from sqlalchemy.orm import Session
 
 from orchestrator.api.schemas import (
     CheckpointOut,
@@ -31,6 +32,41 @@ from orchestrator.api.schemas import (
 from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
 from orchestrator.models import Checkpoint, Event, Job, Segment
+
+
+class SegmentFacts(Protocol):
+    """What a job's progress and ETA read of one of its segments (a Segment row has them)."""
+
+    index: int
+    state: str
+    start_step: int
+    end_step: int | None
+    limit_seconds: float
+    timings: dict[str, Any] | None
+    progress: dict[str, Any] | None
+    launched_at: datetime | None
+    ended_at: datetime | None
+
+    @property
+    def launch_spec(self) -> dict[str, Any] | None: ...
+
+
+@dataclass(slots=True)
+class _SegmentRow:
+    """SegmentFacts read as plain columns: no ORM instance, and the JSON that only a live
+    segment needs (its heartbeat, its launch spec) left unread for the others."""
+
+    job_id: str
+    index: int
+    state: str
+    start_step: int
+    end_step: int | None
+    limit_seconds: float
+    timings: dict[str, Any] | None
+    progress: dict[str, Any] | None
+    launch_spec: dict[str, Any] | None
+    launched_at: datetime | None
+    ended_at: datetime | None
 
 
 class JobNotVisible(LookupError):
@@ -136,7 +172,7 @@ def _quota_of(job: Job, kaggle_quota: QuotaPlan | None) -> QuotaPlan | None:
 
 def job_out(
     job: Job,
-    segments: list[Segment],
+    segments: Sequence[SegmentFacts],
     *,
     now: datetime | None = None,
     quota: QuotaPlan | None = None,
@@ -147,7 +183,7 @@ def job_out(
 
 def job_summary(
     job: Job,
-    segments: list[Segment],
+    segments: Sequence[SegmentFacts],
     *,
     now: datetime | None = None,
     quota: QuotaPlan | None = None,
@@ -162,7 +198,7 @@ _Out = TypeVar("_Out", bound=JobSummary)
 def _with_progress(
     out: _Out,
     job: Job,
-    segments: list[Segment],
+    segments: Sequence[SegmentFacts],
     *,
     now: datetime | None,
     quota: QuotaPlan | None,
@@ -187,7 +223,7 @@ _ETA_STATES = frozenset({JobState.QUEUED, JobState.RUNNING, JobState.WAITING})
 
 def job_eta(
     job: Job,
-    segments: list[Segment],
+    segments: Sequence[SegmentFacts],
     progress: LiveProgress | None,
     *,
     now: datetime,
@@ -228,7 +264,7 @@ def job_eta(
     )
 
 
-def _mean_idle(segments: list[Segment]) -> float:
+def _mean_idle(segments: Sequence[SegmentFacts]) -> float:
     """The mean gap between one session's end and the next one's launch."""
     gaps = [
         (as_utc(after.launched_at) - as_utc(before.ended_at)).total_seconds()
@@ -238,23 +274,35 @@ def _mean_idle(segments: list[Segment]) -> float:
     return max(0.0, sum(gaps) / len(gaps)) if gaps else 0.0
 
 
-def _segments_by_job(session: Session, job_ids: list[str]) -> dict[str, list[Segment]]:
-    found: dict[str, list[Segment]] = {}
+def _segments_by_job(session: Session, job_ids: list[str]) -> dict[str, list[SegmentFacts]]:
+    """The segments of all these jobs in one statement, in index order."""
+    found: dict[str, list[SegmentFacts]] = {}
     if not job_ids:
         return found
-    # One statement for the whole page; the metric series (the one large column) is not read.
-    rows = session.scalars(
-        select(Segment)
-        .options(defer(Segment.metrics))
+    live = Segment.state.in_(_ACTIVE)
+    rows = session.execute(
+        select(
+            Segment.job_id,
+            Segment.index,
+            Segment.state,
+            Segment.start_step,
+            Segment.end_step,
+            Segment.limit_seconds,
+            Segment.timings,
+            case((live, Segment.progress)).label("progress"),
+            case((live, Segment.launch_spec)).label("launch_spec"),
+            Segment.launched_at,
+            Segment.ended_at,
+        )
         .where(Segment.job_id.in_(job_ids))
         .order_by(Segment.job_id, Segment.index)
     )
     for row in rows:
-        found.setdefault(row.job_id, []).append(row)
+        found.setdefault(row.job_id, []).append(_SegmentRow(*row))
     return found
 
 
-def live_progress(job: Job, active: Segment | None, *, now: datetime) -> LiveProgress | None:
+def live_progress(job: Job, active: SegmentFacts | None, *, now: datetime) -> LiveProgress | None:
     """Where the running segment is: its heartbeat, or an estimate where none reaches us."""
     if active is None or active.launched_at is None:
         return None
@@ -278,7 +326,7 @@ def live_progress(job: Job, active: Segment | None, *, now: datetime) -> LivePro
     )
 
 
-def _from_heartbeat(active: Segment, beat: dict[str, Any], total_steps: int) -> LiveProgress:
+def _from_heartbeat(active: SegmentFacts, beat: dict[str, Any], total_steps: int) -> LiveProgress:
     loss = beat.get("loss")
     step_seconds = beat.get("step_seconds")
     at = beat.get("at")
@@ -292,7 +340,7 @@ def _from_heartbeat(active: Segment, beat: dict[str, Any], total_steps: int) -> 
     )
 
 
-def _previous_step_seconds(active: Segment) -> float | None:
+def _previous_step_seconds(active: SegmentFacts) -> float | None:
     # The launch spec carries the step time the previous segments measured.
     estimates = (active.launch_spec or {}).get("estimates") or {}
     value = estimates.get("step_seconds")
