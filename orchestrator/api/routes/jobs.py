@@ -129,7 +129,7 @@ def list_jobs(
             raise RequestValidationError(
                 [{"loc": ("query", "cursor"), "msg": str(exc), "type": "value_error"}]
             ) from exc
-    with services.db.transaction() as session:
+    with services.db.reading() as session:
         listing = queries.list_jobs(
             session,
             user.id,
@@ -144,7 +144,7 @@ def list_jobs(
 
 @router.get("/{job_id}", response_model=JobOut, responses=_NOT_FOUND | {200: {"links": _JOB_LINKS}})
 def get_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> Response:
-    with services.db.transaction() as session:
+    with services.db.reading() as session:
         job = queries.get_job(
             session, user.id, job_id, kaggle_quota=services.quota_seen.plan(user.id)
         )
