@@ -137,18 +137,26 @@ def jobs(
     ctx: typer.Context,
     state: Annotated[JobState | None, typer.Option(help="only jobs in this state")] = None,
     limit: Annotated[int, typer.Option(min=1, max=500)] = 100,
+    cursor: Annotated[
+        str | None, typer.Option(help="start after this page (the cursor a page printed)")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List your jobs, newest first."""
     params: dict[str, object] = {"limit": limit}
     if state is not None:
         params["state"] = state.value
+    if cursor is not None:
+        params["cursor"] = cursor
     with connect(ctx) as client:
         listing = client.call("GET", "/api/v1/jobs", JobList, params=params)
     if as_json:
         render.print_json(listing)
-    else:
-        render.console.print(render.jobs_table(listing.items))
+        return
+    render.console.print(render.jobs_table(listing.items))
+    if listing.next_cursor is not None:
+        # Unwrapped, so that the line can be copied whatever the terminal's width.
+        render.console.print(f"more: baton jobs --cursor {listing.next_cursor}", soft_wrap=True)
 
 
 def show(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
