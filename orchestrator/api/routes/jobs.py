@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, status
@@ -10,7 +11,7 @@ from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel
 
 from orchestrator import queries
-from orchestrator.api.deps import MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
+from orchestrator.api.deps import ID_PATTERN, MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
 from orchestrator.api.links import link
 from orchestrator.api.schemas import (
     CheckpointOut,
@@ -125,6 +126,9 @@ def list_jobs(
     if cursor is not None:
         try:
             after = queries.JobCursor.decode(cursor)
+            # Like a job id in a path: a NUL byte never reaches the database.
+            if not re.fullmatch(ID_PATTERN, after.job_id):
+                raise ValueError("not a cursor from this list")
         except ValueError as exc:
             raise RequestValidationError(
                 [{"loc": ("query", "cursor"), "msg": str(exc), "type": "value_error"}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -217,7 +218,9 @@ def test_the_list_pages_by_cursor_newest_first_without_gaps_or_repeats(api: Test
 
 
 def test_a_cursor_the_list_did_not_make_is_refused_naming_it(api: TestClient) -> None:
-    for bad in ("not-a-cursor", "%%%", "YWJj"):
+    nul_id = base64.urlsafe_b64encode(b"2026-11-23T20:00:00+00:00|j\x00").decode()
+    bad_date = base64.urlsafe_b64encode(b"yesterday|j1").decode()
+    for bad in ("not-a-cursor", "%%%", "YWJj", nul_id, bad_date):
         response = api.get("/api/v1/jobs", params={"cursor": bad})
         assert response.status_code == 422, bad
         assert ["query", "cursor"] in [error["loc"] for error in response.json()["detail"]]
