@@ -9,6 +9,10 @@
 3. Starts beat and two Celery workers and times how long they take to visit every job once
    (a visit sets the job's next_attempt_at: here, to its quota refresh).
 
+With --breakdown, each API process also records where every request's time went (threads, SQL,
+connection, gc: benchmarks/breakdown.py) and PostgreSQL's wait events and checkpoints are
+sampled (benchmarks/pg_activity.py); each half then prints them beside its latencies.
+
 Bounded in count (requests, jobs) and in time (every wait has a limit). Writes
 benchmarks/results/load.json.
 """
