@@ -6,8 +6,6 @@ else's is `JobNotVisible`, exactly like a job that does not exist.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import case, func, select, tuple_
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from orchestrator.api.schemas import (
     CheckpointOut,
@@ -89,31 +87,6 @@ def own_job(session: Session, user_id: str, job_id: str) -> Job:
     return job
 
 
-@dataclass(frozen=True)
-class JobCursor:
-    """Where a page of the job list ends: its last job's creation time and id (the list's
-    order), as an opaque token for `?cursor=`."""
-
-    created_at: datetime
-    job_id: str
-
-    def encode(self) -> str:
-        raw = f"{as_utc(self.created_at).isoformat()}|{self.job_id}".encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, token: str) -> JobCursor:
-        """Raises ValueError for anything `encode` did not make."""
-        try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        except (binascii.Error, UnicodeDecodeError) as exc:
-            raise ValueError("not a cursor from this list") from exc
-        created_at, _, job_id = raw.partition("|")
-        if not job_id:
-            raise ValueError("not a cursor from this list")
-        return cls(as_utc(datetime.fromisoformat(created_at)), job_id)
-
-
 def list_jobs(
     session: Session,
     user_id: str,
@@ -121,12 +94,13 @@ def list_jobs(
     state: JobState | None = None,
     limit: int = 100,
     offset: int = 0,
-    after: JobCursor | None = None,
+    after: str | None = None,
     now: datetime | None = None,
     kaggle_quota: QuotaPlan | None = None,
 ) -> JobList:
     """The user's jobs, newest first, with live progress for the running ones: `limit` of them
-    after `after` (a keyset cursor) if given, then past `offset`. Three statements a page."""
+    after the job `after` (a keyset cursor: the previous page's last job) if given, then past
+    `offset`. A job id that is not one of the user's jobs gives an empty page."""
     mine = [Job.user_id == user_id]
     if state is not None:
         mine.append(Job.state == state.value)
@@ -134,7 +108,9 @@ def list_jobs(
     order = (Job.created_at.desc(), Job.id.desc())
     page = select(Job.id).where(*mine).order_by(*order).limit(limit).offset(offset)
     if after is not None:
-        page = page.where(tuple_(Job.created_at, Job.id) < tuple_(after.created_at, after.job_id))
+        anchor = aliased(Job)
+        created = select(anchor.created_at).where(anchor.id == after, anchor.user_id == user_id)
+        page = page.where(tuple_(Job.created_at, Job.id) < tuple_(created.scalar_subquery(), after))
     # The page's ids come from the index (ix_jobs_user_created_id) alone: an offset then skips
     # index entries, not whole rows.
     rows = list(
@@ -148,7 +124,7 @@ def list_jobs(
             for job in rows
         ],
         total=total,
-        next_cursor=JobCursor(last.created_at, last.id).encode() if last is not None else None,
+        next_cursor=last.id if last is not None else None,
     )
 
 
