@@ -115,7 +115,9 @@ def seed(database_url: str, jobs: int) -> list[str]:
     return ids
 
 
-def measure_api(url: str, ids: list[str], rate: float, requests: int) -> list[dict[str, Any]]:
+def measure_api(
+    url: str, ids: list[str], rate: float, requests: int, server_pid: int | None = None
+) -> list[dict[str, Any]]:
     picker = random.Random(0)
     pages = len(ids) // 50
     job_paths = [f"/api/v1/jobs/{picker.choice(ids)}" for _ in range(requests)]
@@ -135,7 +137,13 @@ def measure_api(url: str, ids: list[str], rate: float, requests: int) -> list[di
             ("list", list_paths),
         )
     ]
-    plan = {"url": url, "token": ADMIN_TOKEN, "rate": rate, "phases": phases}
+    plan = {
+        "url": url,
+        "token": ADMIN_TOKEN,
+        "rate": rate,
+        "phases": phases,
+        "server_pid": server_pid,
+    }
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.fixed_rate"],
         input=json.dumps(plan),
@@ -171,7 +179,8 @@ def show_halves(rate: str, figures: dict[str, dict[str, Any]]) -> None:
                 f"{rate} {name} half {number}: p50 {half['p50_ms']} / p99 {half['p99_ms']} / "
                 f"worst second {half['worst_second_p99_ms']} ms, {half['achieved_rate']}/s; "
                 f"machine busy {machine.get('busy_pct')} %, nice {machine.get('nice_pct')} %, "
-                f"iowait {machine.get('iowait_pct')} %, steal {machine.get('steal_pct')} %"
+                f"iowait {machine.get('iowait_pct')} %, steal {machine.get('steal_pct')} %; "
+                f"API CPU {half.get('server_cpu_ms_per_request')} ms a request"
             )
             if "breakdown" in half:
                 print(f"    server side: {json.dumps(half['breakdown'])}")
@@ -278,7 +287,9 @@ def main() -> None:
                 # The same mix at a tenth of the rate: what one request costs when the server is
                 # not queueing (on a shared machine, what is left of its 2 cores).
                 runs = {
-                    f"{rate:g}_per_s": measure_api(cluster.api_url, ids, rate, requests)
+                    f"{rate:g}_per_s": measure_api(
+                        cluster.api_url, ids, rate, requests, cluster.procs["api"].pid
+                    )
                     for rate, requests in (
                         (args.rate / 10, args.requests // 10),
                         (args.rate, args.requests),
