@@ -61,20 +61,20 @@ class EtaOut(_Wire):
     text: str  # e.g. "done Thu 14:00 UTC at 30 h/week, 3 more sessions"
 
 
-class JobOut(_FromRow):
+class JobSummary(_FromRow):
+    """A job as the job list shows it: state, progress, ETA and reason; no spec."""
+
     id: str
     name: str
     backend: str
     state: str
     steps_done: int
     total_steps: int
-    failures: int
     pause_requested: bool
     wait_until: datetime | None
     reason: str | None
     # Why a queued job has not been launched yet (no free session slot), if it is waiting.
     queue_reason: str | None = None
-    spec: dict[str, Any]
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None
@@ -82,6 +82,11 @@ class JobOut(_FromRow):
     # Set by the read layer (orchestrator/queries.py) while a segment runs.
     progress: LiveProgress | None = None
     eta: EtaOut | None = None
+
+
+class JobOut(JobSummary):
+    failures: int
+    spec: dict[str, Any]
 
     @field_validator("spec", mode="after")
     @classmethod
@@ -100,8 +105,11 @@ class JobOut(_FromRow):
 
 
 class JobList(_Wire):
-    items: list[JobOut]
+    items: list[JobSummary]
     total: int
+    # Where the next page starts (`?cursor=`), or None on the last page: unlike `offset`, it
+    # costs the same on every page and skips or repeats nothing while jobs are added.
+    next_cursor: str | None = None
 
 
 class SegmentTimings(_Wire):

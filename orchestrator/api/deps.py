@@ -42,7 +42,7 @@ def current_caller(
     found = None
     now = utcnow()
     if credentials is not None:
-        with services.db.transaction() as session:
+        with services.db.reading() as session:
             found = token_for(session, credentials.credentials, now)
     if found is None:
         raise HTTPException(

@@ -234,6 +234,9 @@ def jobs(
         typer.Option(help=f"only jobs in this state: {', '.join(STATES)}"),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=500)] = 100,
+    cursor: Annotated[
+        str | None, typer.Option(help="start after this page (the cursor a page printed)")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List your jobs, newest first."""
@@ -243,12 +246,17 @@ def jobs(
     chosen = _job_state(state)
     if chosen is not None:
         params["state"] = chosen
+    if cursor is not None:
+        params["cursor"] = cursor
     with connect(ctx) as client:
         listing = client.call("GET", "/api/v1/jobs", JobList, params=params)
     if as_json:
         render.print_json(listing)
-    else:
-        render.console.print(render.jobs_table(listing.items))
+        return
+    render.console.print(render.jobs_table(listing.items))
+    if listing.next_cursor is not None:
+        # Unwrapped, so that the line can be copied whatever the terminal's width.
+        render.console.print(f"more: baton jobs --cursor {listing.next_cursor}", soft_wrap=True)
 
 
 def show(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:

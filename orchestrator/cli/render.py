@@ -12,7 +12,14 @@ from rich.table import Table
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from orchestrator.wire import CheckpointOut, EventOut, JobOut, QuotaOut, SegmentOut
+    from orchestrator.wire import (
+        CheckpointOut,
+        EventOut,
+        JobOut,
+        JobSummary,
+        QuotaOut,
+        SegmentOut,
+    )
 
 console = Console(highlight=False)
 
@@ -39,13 +46,13 @@ def state(value: str) -> str:
     return f"[{STATE_STYLES.get(value, 'white')}]{value}[/]"
 
 
-def steps(job: JobOut) -> str:
+def steps(job: JobSummary) -> str:
     done = job.progress.step if job.progress else job.steps_done
     mark = "~" if job.progress and job.progress.estimated else ""
     return f"{mark}{done}/{job.total_steps}"
 
 
-def jobs_table(jobs: Sequence[JobOut]) -> Table:
+def jobs_table(jobs: Sequence[JobSummary]) -> Table:
     table = Table(box=None, header_style="bold")
     for column in ("id", "name", "state", "steps", "eta", "reason"):
         table.add_column(column)

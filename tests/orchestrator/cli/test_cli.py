@@ -108,6 +108,23 @@ def test_listings_print_json_that_parses(
     assert json.loads(out)["total"] == 1
 
 
+def test_jobs_pages_with_the_cursor_it_prints(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec_file(tmp_path, config={"step_sleep": 0.05})
+    ids = [
+        json.loads(_run(capsys, "--url", server, "submit", str(spec), "--json")[1])["id"]
+        for _ in range(2)
+    ]
+    for job_id in ids:
+        _run(capsys, "--url", server, "pause", job_id)
+    _, out, _ = _run(capsys, "--url", server, "jobs", "--limit", "1")
+    assert ids[1] in out
+    cursor = out.split("--cursor ")[1].split()[0]
+    _, out, _ = _run(capsys, "--url", server, "jobs", "--limit", "1", "--cursor", cursor, "--json")
+    assert [item["id"] for item in json.loads(out)["items"]] == [ids[0]]
+
+
 def test_server_down_is_one_clear_line(cli_env: Settings) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
