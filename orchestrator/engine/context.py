@@ -16,6 +16,7 @@ from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, Decision, JobState, Jo
 from orchestrator.models import Job, Segment
 from orchestrator.spec import JobSpec
 from orchestrator.transitions import set_job_state
+from worker.reasons import storable
 
 # Stored texts a user reads (reasons, errors) are cut to this many characters.
 TEXT_LIMIT = 2000
@@ -76,6 +77,9 @@ def stored_spec(data: dict[str, Any]) -> JobSpec:
 
 
 def clip(text: str | None, limit: int = TEXT_LIMIT) -> str | None:
-    if text is None or len(text) <= limit:
+    if text is None:
+        return None
+    text = storable(text)
+    if len(text) <= limit:
         return text
     return text[: limit - 1] + "…"
