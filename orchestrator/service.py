@@ -21,11 +21,12 @@ from orchestrator.engine import Engine
 from orchestrator.metrics import CountingBackends
 from orchestrator.migrate import upgrade
 from orchestrator.models import utcnow
-from orchestrator.notifier import NotifierLoop
+from orchestrator.notifier import Deliveries, NotifierLoop
 from orchestrator.private_files import make_private, sqlite_file
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox, load_secret_box
 from orchestrator.trainer_lookup import TrainerFinder
+from orchestrator.webhook_client import WebhookClient
 from worker.kaggle_access.client import ClientFactory, production_client
 
 
@@ -49,6 +50,17 @@ def build_backends(
         kaggle_timeout=settings.kaggle_call_timeout_seconds,
         kaggle_poll=settings.kaggle_poll_seconds,
         trainer_paths=settings.trainer_path_dirs,
+    )
+
+
+def build_webhook_client(settings: Settings) -> WebhookClient:
+    return WebhookClient(settings.webhook_networks, settings.webhook_deadline_seconds)
+
+
+def build_notifier(settings: Settings, db: Database) -> NotifierLoop:
+    deliveries = Deliveries(settings.webhook_concurrency, settings.webhook_per_user)
+    return NotifierLoop(
+        db, settings.notify_interval_seconds, build_webhook_client(settings), deliveries
     )
 
 
@@ -117,7 +129,7 @@ def build_services(
         trainers=build_trainer_finder(settings),
         enqueue=enqueue,
         # Beside the embedded loop; with Celery, beat calls deliver_due_notifications instead.
-        notifier=NotifierLoop(db, settings.notify_interval_seconds) if embedded_loop else None,
+        notifier=build_notifier(settings, db) if embedded_loop else None,
     )
 
 

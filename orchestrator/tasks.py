@@ -30,9 +30,9 @@ from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.metrics import RECONCILE_LAG, RECONCILES
 from orchestrator.models import Job, utcnow
-from orchestrator.notifier import deliver_due_notifications
+from orchestrator.notifier import Deliveries, deliver_due_notifications
 from orchestrator.queries import as_utc
-from orchestrator.service import build_services
+from orchestrator.service import build_services, build_webhook_client
 from orchestrator.transitions import StaleState
 from worker.kaggle_access.client import ClientFactory, production_client
 
@@ -142,8 +142,15 @@ reconcile_job = app.task(
 
 
 def notify() -> None:
-    """One notifier pass (webhooks); beat sends it every BATON_NOTIFY_INTERVAL_SECONDS."""
-    deliver_due_notifications(runtime().services.db)
+    """One notifier pass (webhooks); beat sends it every BATON_NOTIFY_INTERVAL_SECONDS to the
+    notifications queue, which `baton worker --notifications` serves: never the engine's
+    workers. The pass waits for its POSTs, each bounded by BATON_WEBHOOK_DEADLINE_SECONDS."""
+    deliver_due_notifications(
+        runtime().services.db,
+        post=build_webhook_client(settings),
+        deliveries=Deliveries(settings.webhook_concurrency, settings.webhook_per_user),
+        wait_seconds=settings.webhook_deadline_seconds + 5,
+    )
 
 
 notify_task = app.task(name=NOTIFY_TASK, ignore_result=True)(notify)

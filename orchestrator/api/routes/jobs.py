@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
 
-from orchestrator import queries
+from orchestrator import queries, webhooks
 from orchestrator.api.deps import MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
 from orchestrator.api.links import link
 from orchestrator.api.schemas import (
@@ -73,6 +73,7 @@ def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOu
         raise RequestValidationError(
             [{"loc": ("body", "trainer"), "msg": str(exc), "type": "value_error"}]
         ) from exc
+    _check_webhook_destinations(spec, services.settings.webhook_networks)
     if spec.backend == "kaggle":
         with services.db.transaction() as session:
             configured = session.get(KaggleCredential, user.id) is not None
@@ -93,6 +94,24 @@ def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOu
         return queries.get_job(
             session, user.id, job.id, kaggle_quota=services.quota_seen.plan(user.id)
         )
+
+
+def _check_webhook_destinations(spec: JobSpec, allowed: webhooks.Networks) -> None:
+    """A webhook at a literal address must be public or allowed (names are checked after
+    resolving, at each delivery)."""
+    for index, url in enumerate(spec.notify.webhooks if spec.notify else []):
+        address = webhooks.literal_address(url)
+        if address is not None and not webhooks.destination_allowed(address, allowed):
+            raise RequestValidationError(
+                [
+                    {
+                        "loc": ("body", "notify", "webhooks", index),
+                        "msg": "webhooks may point at public addresses only "
+                        "(the operator may allow networks: BATON_WEBHOOK_ALLOWED_NETWORKS)",
+                        "type": "value_error",
+                    }
+                ]
+            )
 
 
 @router.get("", response_model=JobList)
