@@ -20,6 +20,7 @@ from orchestrator.backends.base import (
     Slot,
     Transient,
 )
+from orchestrator.backends.log_tail import last_line, read_tail
 from orchestrator.backends.sessions import (
     SessionBusy,
     SessionState,
@@ -157,7 +158,7 @@ class LocalBackend:
             # Users read one line; the traceback is in the segment's log, which only they read.
             problem = (
                 f"the session ended (exit code {ended.exit_code}) without a usable result: "
-                f"{one_line(_last_line(root))}"
+                f"{one_line(last_line(root / LOG_FILE))}"
             )
             return Collected(None, None, None, seconds, one_line(problem))
         if not result.committed:
@@ -187,9 +188,9 @@ class LocalBackend:
     def progress(self, handle: str) -> dict[str, Any] | None:
         return _read_heartbeat(self._root(handle) / WORKING_DIR / HEARTBEAT_FILE)
 
-    def log(self, handle: str) -> str | None:
+    def log(self, handle: str, tail: int) -> str | None:
         try:
-            return (self._root(handle) / LOG_FILE).read_text(errors="replace")
+            return read_tail(self._root(handle) / LOG_FILE, tail)
         except OSError:
             return None
 
@@ -200,12 +201,3 @@ def _read_heartbeat(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def _last_line(root: Path, limit: int = 4000) -> str:
-    """The log's last non-empty line: for a crash, the exception."""
-    try:
-        lines = (root / LOG_FILE).read_text(errors="replace")[-limit:].strip().splitlines()
-    except OSError:
-        return "no log"
-    return lines[-1] if lines else "no output"

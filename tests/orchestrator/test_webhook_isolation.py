@@ -4,14 +4,10 @@ byte every 5 s and 20 that never answer, all on loopback (allowed by the operato
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,8 +17,8 @@ from orchestrator.db import Database
 from orchestrator.notifier import NOT_DELIVERED
 from orchestrator.service import prestart
 from tests.factories import ADMIN_TOKEN, job_spec, make_settings
-from tests.scale.cluster import free_port
 from tests.support.hostile_receivers import HostileReceivers, wait_until
+from tests.support.serve import baton_serve
 from tests.support.webhook_receiver import Receiver
 
 LOOPBACK = "127.0.0.0/8"
@@ -125,51 +121,25 @@ def test_hostile_webhooks_hold_up_no_one_else_and_serve_stops_in_time(
     with db.transaction() as session:
         bob_token = issue_token(session, "bob")
     db.dispose()
-    port = free_port()
-    env: dict[str, Any] = {
-        **os.environ,
-        "BATON_DATA_DIR": str(settings.data_dir),
-        "BATON_DATABASE_URL": database_url,
-        "BATON_ADMIN_TOKEN": ADMIN_TOKEN,
-        "BATON_TRAINER_PACKAGES": "trainers,tests",
-        "BATON_WEBHOOK_ALLOWED_NETWORKS": LOOPBACK,
-        "BATON_NOTIFY_INTERVAL_SECONDS": "0.2",
-        "BATON_RECONCILE_INTERVAL_SECONDS": "0.2",
-        "BATON_LOCAL_SLOTS": "2",
-    }
     log = tmp_path / "serve.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen(
-            [str(Path(sys.executable).parent / "baton"), "serve", "--port", str(port)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    attacker, victim = _clients(url, bob_token)
-    try:
-
-        def ready() -> bool:
-            try:
-                return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(ready, "baton serve", 90)
-        figures = victim_is_served(attacker, victim, hostile, receiver)
-        # Stop while POSTs are in flight: the drip is being read, hanging ones wait.
-        submit_hooked_jobs(attacker, hostile_urls(hostile), "again")
-        wait_until(lambda: hostile.drip_hits > 1, "a second drip in flight", 60)
+    with baton_serve(
+        settings,
+        log,
+        BATON_WEBHOOK_ALLOWED_NETWORKS=LOOPBACK,
+        BATON_NOTIFY_INTERVAL_SECONDS="0.2",
+        BATON_RECONCILE_INTERVAL_SECONDS="0.2",
+        BATON_LOCAL_SLOTS="2",
+    ) as (url, server):
+        attacker, victim = _clients(url, bob_token)
+        with attacker, victim:
+            figures = victim_is_served(attacker, victim, hostile, receiver)
+            # Stop while POSTs are in flight: the drip is being read, hanging ones wait.
+            submit_hooked_jobs(attacker, hostile_urls(hostile), "again")
+            wait_until(lambda: hostile.drip_hits > 1, "a second drip in flight", 60)
         server.send_signal(signal.SIGTERM)
         stopping = time.monotonic()
         server.wait(timeout=60)
         figures["stopped"] = time.monotonic() - stopping
-    finally:
-        attacker.close()
-        victim.close()
-        if server.poll() is None:
-            server.kill()
-            server.wait()
     print(f"figures (s): {figures}")
     assert figures["stopped"] < STOPPED_WITHIN, log.read_text()[-3000:]
     text = log.read_text()

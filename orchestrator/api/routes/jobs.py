@@ -207,12 +207,12 @@ def segment_log(
     if segment is None or segment.handle is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no session")
     try:
-        text = services.engine.backends.for_job(job).log(segment.handle)
+        text = services.engine.backends.for_job(job).log(segment.handle, tail)
     except (Rejected, Transient) as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"log unavailable: {exc}") from exc
     if text is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no log here yet")
-    return PlainTextResponse(text[-tail:])
+    return PlainTextResponse(text)
 
 
 @router.get("/{job_id}/events", response_model=list[EventOut], responses=_NOT_FOUND)
