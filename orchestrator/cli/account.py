@@ -19,12 +19,10 @@ from orchestrator.auth import issue_token
 from orchestrator.cli import render
 from orchestrator.cli.context import connect
 from orchestrator.cli.errors import CliError
+from orchestrator.cli.live_server import open_server_database, server_settings
 from orchestrator.cli.settings import KEYS, config_path, read_config, write_config
-from orchestrator.config import Settings
 from orchestrator.credentials import KaggleCredentialsIn
-from orchestrator.db import Database
 from orchestrator.models import utcnow
-from orchestrator.service import prestart
 
 
 class _CreateByDefault(TyperGroup):
@@ -99,9 +97,9 @@ def token_create(
             )
         print(created.token)
         return
-    settings = Settings()
-    prestart(settings)
-    db = Database(settings.resolved_database_url)
+    # Straight into the server's database, which must exist: no start-up step runs here, so
+    # nothing (the admin token least of all) is rotated as a side effect.
+    db = open_server_database(server_settings())
     try:
         with db.transaction() as session:
             token = issue_token(session, user, request.name, expires_at=request.expires_at)
@@ -130,11 +128,19 @@ def token_list(
         )
 
 
+_TOKEN_ID = re.compile(r"^t[0-9a-f]{12}$")
+
+
 @token_app.command("revoke")
 def token_revoke(
     ctx: typer.Context, token_id: Annotated[str, typer.Argument(help="the token's id")]
 ) -> None:
     """Revoke one of your API tokens by its id (`baton token list`)."""
+    if not _TOKEN_ID.match(token_id):
+        # Perhaps the token itself: never echoed, never sent.
+        raise CliError(
+            "give the token's id (like t0123456789ab, from `baton token list`), not the token"
+        )
     with connect(ctx) as client:
         client.request("DELETE", f"/api/v1/tokens/{token_id}")
     print(f"revoked token {token_id}")

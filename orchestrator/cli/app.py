@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.auth import WeakAdminToken
 from orchestrator.cli import account, jobs, kaggle, server, workers
 from orchestrator.cli.context import CliOptions
 from orchestrator.cli.errors import CliError
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
     except CliError as exc:
         raise SystemExit(str(exc)) from None
-    except SecretBoxError as exc:
+    except (SecretBoxError, WeakAdminToken) as exc:
         # A key problem is the operator's to fix; the message names the setting, not a value.
         raise SystemExit(f"baton: {exc}") from None
     return 0

@@ -16,13 +16,14 @@ from uvicorn.supervisors import Multiprocess
 
 from orchestrator.api.main import create_app
 from orchestrator.api.schemas import JobOut, SegmentOut
+from orchestrator.auth import check_admin_token
 from orchestrator.cli import render
 from orchestrator.cli.client import BatonClient
 from orchestrator.cli.errors import CliError
 from orchestrator.cli.jobs import follow, read_spec
+from orchestrator.cli.live_server import announce, open_server_database, server_settings
 from orchestrator.config import Settings
 from orchestrator.credentials import rotate_all
-from orchestrator.db import Database
 from orchestrator.migrate import upgrade
 from orchestrator.service import APP_FACTORY, build_secret_box, build_services, prestart
 from orchestrator.spec import JobSpec
@@ -52,9 +53,12 @@ def serve(
             "--workers above 1 needs BATON_RECONCILER=celery: "
             "the embedded reconcile loop runs in exactly one process"
         )
+    if settings.admin_token is not None:  # a weak one stops the start, before anything opens
+        check_admin_token(settings.admin_token.get_secret_value())
     # The port first: a second `baton serve` whose port is taken must not start reconciling.
     listener = bind_listener(host, port)
     prestart(settings)
+    announce(settings.data_dir)  # so `baton token NAME` here finds this server's database
     print(f"Baton on http://{host}:{port}  (data: {settings.data_dir})", flush=True)
     print(f"Status page: http://{host}:{port}/ui  (sign in with an API token)", flush=True)
     if settings.admin_token is None:
@@ -95,10 +99,10 @@ def migrate() -> None:
 
 def rotate_secret_keys() -> None:
     """Re-encrypt stored credentials under the first key of BATON_SECRET_KEYS."""
-    settings = Settings()
-    prestart(settings)
+    # The server's existing database, with no start-up step: nothing else is rotated.
+    settings = server_settings()
     box = build_secret_box(settings)
-    db = Database(settings.resolved_database_url)
+    db = open_server_database(settings)
     try:
         with db.transaction() as session:
             count = rotate_all(session, box)

@@ -6,6 +6,7 @@ user's config directory; it is written with mode 0600 because it holds a token.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tomllib
@@ -15,7 +16,7 @@ from pathlib import Path
 import platformdirs
 
 from orchestrator.cli.errors import CliError
-from orchestrator.config import Settings
+from orchestrator.cli.live_server import server_settings
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 KEYS = ("url", "token")
@@ -63,10 +64,12 @@ def resolve_token() -> str:
     token = os.environ.get("BATON_TOKEN") or read_config(config_path()).get("token")
     if token:
         return token
-    token_file = Settings().admin_token_file
-    if token_file.exists():
-        return token_file.read_text().strip()
+    # The admin token file of the server running here (or of BATON_DATA_DIR), if there is one.
+    with contextlib.suppress(CliError):
+        token_file = server_settings().admin_token_file
+        if token_file.exists():
+            return token_file.read_text().strip()
     raise CliError(
-        "no API token: set BATON_TOKEN, run `baton config set token`, "
-        f"or start `baton serve` once to create {token_file}"
+        "no API token: set BATON_TOKEN or run `baton config set token` "
+        "(on the server's machine, `baton token NAME` makes one for NAME)"
     )
