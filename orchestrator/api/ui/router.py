@@ -12,12 +12,13 @@ from typing import Annotated, Any
 
 from anyio import to_thread
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, status
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from orchestrator import queries
 from orchestrator.api.deps import JobId, ServicesDep, Step, client_address, refuse_if_throttled
+from orchestrator.api.open_file_response import OpenFileResponse
 from orchestrator.api.routes.checkpoints import checkpoint_file_response
 from orchestrator.api.routes.quota import ask_account_quota
 from orchestrator.api.ui import charts
@@ -279,6 +280,8 @@ def act(
 
 @router.get("/jobs/{job_id}/checkpoints/{step}/files/{name:path}")
 def download(
-    job_id: JobId, step: Step, name: str, services: ServicesDep, viewer: Viewer
-) -> FileResponse:
-    return checkpoint_file_response(services.db, viewer.user.id, job_id, step, name)
+    job_id: JobId, step: Step, name: str, request: Request, services: ServicesDep, viewer: Viewer
+) -> OpenFileResponse:
+    return checkpoint_file_response(
+        services.db, viewer.user.id, job_id, step, name, request.headers.get("range")
+    )
