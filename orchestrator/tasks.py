@@ -141,15 +141,24 @@ reconcile_job = app.task(
 )(reconcile)
 
 
+_deliveries: Deliveries | None = None
+
+
 def notify() -> None:
     """One notifier pass (webhooks); beat sends it every BATON_NOTIFY_INTERVAL_SECONDS to the
     notifications queue, which `baton worker --notifications` serves: never the engine's
-    workers. The pass waits for its POSTs, each bounded by BATON_WEBHOOK_DEADLINE_SECONDS."""
+    workers. The pass starts the POSTs and returns: they run on this process's threads, under
+    one cap for the process (BATON_WEBHOOK_CONCURRENCY, _PER_USER), so a pass never waits on
+    a receiver and passes never stack up behind slow ones."""
+    global _deliveries
+    with _runtime_lock:
+        if _deliveries is None:
+            _deliveries = Deliveries(settings.webhook_concurrency, settings.webhook_per_user)
     deliver_due_notifications(
         runtime().services.db,
         post=build_webhook_client(settings),
-        deliveries=Deliveries(settings.webhook_concurrency, settings.webhook_per_user),
-        wait_seconds=settings.webhook_deadline_seconds + 5,
+        deliveries=_deliveries,
+        wait_seconds=None,
     )
 
 
