@@ -10,7 +10,7 @@ from orchestrator.auth import issue_token
 from orchestrator.db import Database
 from orchestrator.engine.admission import fair_order
 from orchestrator.service import prestart
-from tests.factories import auth, job_spec, make_settings, running_api, wait_for
+from tests.factories import auth, job_spec, make_settings, running_api
 
 
 def test_a_user_with_jobs_running_waits_behind_one_with_none() -> None:
@@ -30,31 +30,38 @@ def test_two_users_two_slots_the_second_users_first_job_takes_the_next_free_slot
     with db.transaction() as session:
         bob = auth(issue_token(session, "bob"))
     db.dispose()
-    # Each job runs a few seconds, so slots turn over while the test watches.
+    # Each job runs a few seconds, so slots turn over while the test watches. The test ticks the
+    # engine itself, so bob's jobs are queued before any of alice's can end, however slow the
+    # machine.
     spec = job_spec(total_steps=40, config={"step_sleep": 0.05})
-    with running_api(settings) as api:
-        alice_jobs = [api.post("/api/v1/jobs", json=spec).json()["id"] for _ in range(20)]
-        for job_id in alice_jobs[:2]:
-            wait_for(api, job_id, lambda job: job["state"] != "queued", timeout=120)
+    with running_api(settings, embedded_loop=False) as api:
+        engine = api.app.state.services.engine  # type: ignore[attr-defined]
+        # Alice's second job trains 20 s longer than her first, so one slot frees at a time.
+        long = job_spec(total_steps=440, config={"step_sleep": 0.05})
+        alice_specs = [spec, long, *[spec] * 18]
+        alice_jobs = [api.post("/api/v1/jobs", json=one).json()["id"] for one in alice_specs]
+        engine.reconcile_all()
         bob_jobs = [
             api.post("/api/v1/jobs", json=spec, headers=bob).json()["id"] for _ in range(10)
         ]
         deadline = time.monotonic() + 240
         while api.get(f"/api/v1/jobs/{bob_jobs[0]}", headers=bob).json()["state"] == "queued":
             assert time.monotonic() < deadline, "bob's first job was never admitted"
+            engine.reconcile_all()
             time.sleep(0.1)
-        first_planned = {}
         alice = dict(api.headers)
         owners = {
             **{job_id: alice for job_id in alice_jobs},
             **{job_id: bob for job_id in bob_jobs},
         }
+        first_planned = {}
         for job_id, headers in owners.items():
             segments = api.get(f"/api/v1/jobs/{job_id}/segments", headers=headers).json()
             if segments:
                 first_planned[job_id] = segments[0]["created_at"]
         for job_id, headers in owners.items():
             api.post(f"/api/v1/jobs/{job_id}/cancel", headers=headers)
+        engine.reconcile_all()
     order = sorted(first_planned, key=first_planned.__getitem__)
     # Alice's first two took the slots; the next slot to free went to bob's first job, before
     # any of alice's 18 others that were queued before it.
