@@ -30,6 +30,8 @@ def baton_serve(
         "BATON_DATABASE_URL": settings.resolved_database_url,
         "BATON_ADMIN_TOKEN": ADMIN_TOKEN,
         "BATON_TRAINER_PACKAGES": "trainers,tests",
+        # Its live-server record (orchestrator/cli/live_server.py) stays in the test's tree.
+        "XDG_STATE_HOME": str(log.parent / "state"),
         **extra,
     }
     with open(log, "wb") as out:
