@@ -15,7 +15,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from orchestrator.celery_app import NOTIFY_TASK, make_app
+from orchestrator.celery_app import NOTIFY_QUEUE, NOTIFY_TASK, make_app
+from orchestrator.cli.workers import worker_argv
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.notifier import NOT_DELIVERED, PassReport, deliver_due_notifications
@@ -205,6 +206,13 @@ def test_at_scale_beat_sends_a_notifier_pass(tmp_path: Path) -> None:
     conf = make_app(Settings(data_dir=tmp_path, notify_interval_seconds=3)).conf
     entry = conf.beat_schedule["deliver-notifications"]
     assert (entry["task"], entry["schedule"]) == (NOTIFY_TASK, 3)
+    # On their own queue, which only a notifications worker serves: never an engine worker.
+    assert entry["options"]["queue"] == NOTIFY_QUEUE
+    assert conf.task_routes[NOTIFY_TASK] == {"queue": NOTIFY_QUEUE}
+    settings = Settings(data_dir=tmp_path)
+    assert "--queues=baton.notify" in worker_argv(settings, 2, False, notifications=True)
+    for local in (True, False):
+        assert NOTIFY_QUEUE not in " ".join(worker_argv(settings, 2, local))
 
 
 @pytest.mark.parametrize(
