@@ -21,6 +21,8 @@ from orchestrator.config import Settings
 log = logging.getLogger(__name__)
 
 SHARED_QUEUE = "baton"
+# Webhook deliveries wait on receivers: their own queue and workers, never the engine's.
+NOTIFY_QUEUE = "baton.notify"
 FAN_OUT_TASK = "baton.fan_out"
 RECONCILE_TASK = "baton.reconcile_job"
 RECONCILE_BATCH_TASK = "baton.reconcile_jobs"
@@ -50,6 +52,7 @@ def make_app(settings: Settings) -> Celery:
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
         task_default_queue=SHARED_QUEUE,
+        task_routes={NOTIFY_TASK: {"queue": NOTIFY_QUEUE}},
         task_serializer="json",
         accept_content=["json"],
         broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS},
@@ -66,11 +69,15 @@ def make_app(settings: Settings) -> Celery:
                 # A fan-out nobody ran in time is useless: the next one supersedes it.
                 "options": {"expires": max(5.0, 5 * settings.beat_interval_seconds)},
             },
-            # Webhook notifications (orchestrator/notifier.py); a pass is safe to overlap.
+            # Webhook notifications (orchestrator/notifier.py), on their own queue (`baton
+            # worker --notifications`); a pass is safe to overlap.
             "deliver-notifications": {
                 "task": NOTIFY_TASK,
                 "schedule": settings.notify_interval_seconds,
-                "options": {"expires": max(5.0, 5 * settings.notify_interval_seconds)},
+                "options": {
+                    "queue": NOTIFY_QUEUE,
+                    "expires": max(5.0, 5 * settings.notify_interval_seconds),
+                },
             },
         },
     )

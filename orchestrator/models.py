@@ -53,6 +53,20 @@ class ApiToken(Base):
     bootstrap: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
+class UiSession(Base):
+    """A status page sign-in: the cookie holds a random secret, this row its sha256. Signing
+    out deletes the row, and revoking the API token used to sign in deletes it too (cascade)."""
+
+    __tablename__ = "ui_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_id: Mapped[str] = mapped_column(
+        ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class Job(Base):
     __tablename__ = "jobs"
     # The job list pages newest first per user, by (created_at, id) (migration 0007).

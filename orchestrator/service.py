@@ -15,6 +15,7 @@ from datetime import datetime
 from anyio import CapacityLimiter
 
 from orchestrator.auth import ensure_admin_token
+from orchestrator.auth_throttle import FailureThrottle
 from orchestrator.backends.local import LocalBackend
 from orchestrator.backends.registry import Backends
 from orchestrator.celery_app import CeleryNudger, make_app
@@ -24,12 +25,13 @@ from orchestrator.engine import Engine
 from orchestrator.metrics import CountingBackends
 from orchestrator.migrate import upgrade
 from orchestrator.models import Job, utcnow
-from orchestrator.notifier import NotifierLoop
+from orchestrator.notifier import Deliveries, NotifierLoop
 from orchestrator.private_files import make_private, sqlite_file
 from orchestrator.quota_cache import QuotaCache
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox, load_secret_box
 from orchestrator.trainer_lookup import TrainerFinder
+from orchestrator.webhook_client import WebhookClient
 from worker.kaggle_access.client import ClientFactory, production_client
 
 
@@ -52,6 +54,8 @@ class Services:
     # Threads for requests that wait on Kaggle, apart from the few (BATON_API_THREADS) that serve
     # the database: a slow Kaggle must not stall every other request.
     outbound_calls: CapacityLimiter = field(default_factory=lambda: CapacityLimiter(16))
+    # Failed authentications per client address (API and sign-in): 429 past the burst.
+    auth_failures: FailureThrottle = field(default_factory=FailureThrottle)
 
     def nudge(self, job: Job) -> None:
         """After a commit: have the job looked at now rather than on the next tick."""
@@ -81,6 +85,17 @@ def build_backends(
         kaggle_timeout=settings.kaggle_call_timeout_seconds,
         kaggle_poll=settings.kaggle_poll_seconds,
         trainer_paths=settings.trainer_path_dirs,
+    )
+
+
+def build_webhook_client(settings: Settings) -> WebhookClient:
+    return WebhookClient(settings.webhook_networks, settings.webhook_deadline_seconds)
+
+
+def build_notifier(settings: Settings, db: Database) -> NotifierLoop:
+    deliveries = Deliveries(settings.webhook_concurrency, settings.webhook_per_user)
+    return NotifierLoop(
+        db, settings.notify_interval_seconds, build_webhook_client(settings), deliveries
     )
 
 
@@ -149,7 +164,7 @@ def build_services(
         trainers=build_trainer_finder(settings),
         enqueue=enqueue,
         # Beside the embedded loop; with Celery, beat calls deliver_due_notifications instead.
-        notifier=NotifierLoop(db, settings.notify_interval_seconds) if embedded_loop else None,
+        notifier=build_notifier(settings, db) if embedded_loop else None,
     )
 
 

@@ -32,9 +32,9 @@ from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.metrics import RECONCILE_LAG, RECONCILES
 from orchestrator.models import Job, utcnow
-from orchestrator.notifier import deliver_due_notifications
+from orchestrator.notifier import Deliveries, deliver_due_notifications
 from orchestrator.queries import as_utc
-from orchestrator.service import Services, build_services
+from orchestrator.service import Services, build_services, build_webhook_client
 from orchestrator.transitions import StaleState
 from worker.kaggle_access.client import ClientFactory, production_client
 
@@ -173,9 +173,25 @@ reconcile_jobs_task = app.task(name=RECONCILE_BATCH_TASK, **_RETRY_WHEN_THE_DATA
 )
 
 
+_deliveries: Deliveries | None = None
+
+
 def notify() -> None:
-    """One notifier pass (webhooks); beat sends it every BATON_NOTIFY_INTERVAL_SECONDS."""
-    deliver_due_notifications(runtime().services.db)
+    """One notifier pass (webhooks); beat sends it every BATON_NOTIFY_INTERVAL_SECONDS to the
+    notifications queue, which `baton worker --notifications` serves: never the engine's
+    workers. The pass starts the POSTs and returns: they run on this process's threads, under
+    one cap for the process (BATON_WEBHOOK_CONCURRENCY, _PER_USER), so a pass never waits on
+    a receiver and passes never stack up behind slow ones."""
+    global _deliveries
+    with _runtime_lock:
+        if _deliveries is None:
+            _deliveries = Deliveries(settings.webhook_concurrency, settings.webhook_per_user)
+    deliver_due_notifications(
+        runtime().services.db,
+        post=build_webhook_client(settings),
+        deliveries=_deliveries,
+        wait_seconds=None,
+    )
 
 
 notify_task = app.task(name=NOTIFY_TASK, ignore_result=True)(notify)

@@ -33,18 +33,38 @@ class Caller:
     user: User
 
 
+def client_address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def refuse_if_throttled(services: Services, client: str) -> None:
+    """429 with Retry-After while this client has failed to authenticate too often."""
+    wait = services.auth_failures.retry_after(client)
+    if wait is not None:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            f"too many failed authentications from this address; retry in {wait} s",
+            headers={"Retry-After": str(wait)},
+        )
+
+
 def current_caller(
+    request: Request,
     services: ServicesDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
     """The caller's live token and its user, in one query; the token's use is recorded at most
-    once a minute, so a read stays a read."""
+    once a minute, so a read stays a read. Failures are throttled per client address."""
     found = None
     now = utcnow()
+    client = client_address(request)
+    refuse_if_throttled(services, client)
     if credentials is not None:
         with services.db.reading() as session:
             found = token_for(session, credentials.credentials, now)
     if found is None:
+        if credentials is not None:  # a missing token is a mistake, a wrong one a guess
+            services.auth_failures.failed(client)
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             "missing, invalid, expired or revoked API token",

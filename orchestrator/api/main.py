@@ -23,6 +23,7 @@ from orchestrator.api.routes import (
     quota,
     tokens,
 )
+from orchestrator.api.security_headers import SecurityHeaders
 from orchestrator.api.ui import router as ui
 from orchestrator.api.validation_errors import validation_error_answer
 from orchestrator.config import Settings
@@ -82,6 +83,7 @@ def create_app(services: Services) -> FastAPI:
     app.add_exception_handler(RequestValidationError, validation_error_answer)
     app.add_exception_handler(status.HTTP_405_METHOD_NOT_ALLOWED, method_not_allowed)
     app.add_middleware(BodyLimit, max_bytes=services.settings.max_body_bytes)
+    app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(ActionConflict)
     @app.exception_handler(IllegalTransition)

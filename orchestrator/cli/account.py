@@ -142,11 +142,19 @@ def token_list(
         )
 
 
+_TOKEN_ID = re.compile(r"^t[0-9a-f]{12}$")
+
+
 @token_app.command("revoke")
 def token_revoke(
     ctx: typer.Context, token_id: Annotated[str, typer.Argument(help="the token's id")]
 ) -> None:
     """Revoke one of your API tokens by its id (`baton token list`)."""
+    if not _TOKEN_ID.match(token_id):
+        # Perhaps the token itself: never echoed, never sent.
+        raise CliError(
+            "give the token's id (like t0123456789ab, from `baton token list`), not the token"
+        )
     with connect(ctx) as client:
         client.request("DELETE", f"/api/v1/tokens/{token_id}")
     print(f"revoked token {token_id}")

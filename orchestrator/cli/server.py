@@ -51,6 +51,8 @@ def _serve(host: str, port: int, workers: int) -> None:
     from uvicorn.supervisors import Multiprocess
 
     from orchestrator.api.main import APP_FACTORY, create_app
+    from orchestrator.auth import check_admin_token
+    from orchestrator.cli.live_server import announce
     from orchestrator.config import Settings
     from orchestrator.service import build_services, prestart
 
@@ -60,9 +62,12 @@ def _serve(host: str, port: int, workers: int) -> None:
             "--workers above 1 needs BATON_RECONCILER=celery: "
             "the embedded reconcile loop runs in exactly one process"
         )
+    if settings.admin_token is not None:  # a weak one stops the start, before anything opens
+        check_admin_token(settings.admin_token.get_secret_value())
     # The port first: a second `baton serve` whose port is taken must not start reconciling.
     listener = bind_listener(host, port)
     prestart(settings)
+    announce(settings.data_dir)  # so `baton token NAME` here finds this server's database
     print(f"Baton on http://{host}:{port}  (data: {settings.data_dir})", flush=True)
     print(f"Status page: http://{host}:{port}/ui  (sign in with an API token)", flush=True)
     if settings.admin_token is None:
@@ -106,16 +111,15 @@ def migrate() -> None:
 
 def rotate_secret_keys() -> None:
     """Re-encrypt stored credentials under the first key of BATON_SECRET_KEYS."""
-    from orchestrator.config import Settings
+    # The server's existing database, with no start-up step: nothing else is rotated.
+    from orchestrator.cli.live_server import open_server_database, server_settings
     from orchestrator.credentials import rotate_all
-    from orchestrator.db import Database
-    from orchestrator.service import build_secret_box, prestart
+    from orchestrator.service import build_secret_box
 
-    settings = Settings()
     with operator_errors():
-        prestart(settings)
+        settings = server_settings()
         box = build_secret_box(settings)
-        db = Database(settings.resolved_database_url)
+        db = open_server_database(settings)
         try:
             with db.transaction() as session:
                 count = rotate_all(session, box)

@@ -6,6 +6,7 @@ user's config directory; it is written with mode 0600 because it holds a token.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tomllib
@@ -76,13 +77,15 @@ def resolve_token() -> str:
     token = os.environ.get("BATON_TOKEN") or read_config(config_path()).get("token")
     if token:
         return token
-    # Only here, where no token was given: the server's settings cost a tenth of a second.
-    from orchestrator.config import Settings
+    # The admin token file of the server running here (or of BATON_DATA_DIR), if there is one.
+    # Only here, where no token was given: finding the server costs a tenth of a second.
+    from orchestrator.cli.live_server import server_settings
 
-    token_file = Settings().admin_token_file
-    if token_file.exists():
-        return token_file.read_text().strip()
+    with contextlib.suppress(CliError):
+        token_file = server_settings().admin_token_file
+        if token_file.exists():
+            return token_file.read_text().strip()
     raise CliError(
-        "no API token: set BATON_TOKEN, run `baton config set token`, "
-        f"or start `baton serve` once to create {token_file}"
+        "no API token: set BATON_TOKEN or run `baton config set token` "
+        "(on the server's machine, `baton token NAME` makes one for NAME)"
     )

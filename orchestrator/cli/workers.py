@@ -23,13 +23,21 @@ BEAT_ARGV = ["beat", "--scheduler=celery.beat:Scheduler", "--loglevel=INFO"]
 
 
 def worker_argv(
-    settings: Settings, concurrency: int, local: bool, name: str = "baton"
+    settings: Settings,
+    concurrency: int,
+    local: bool,
+    name: str = "baton",
+    notifications: bool = False,
 ) -> list[str]:
     """Threads, not forked children: a reconcile mostly waits on the database and backends,
-    and one process per worker means a killed worker leaves no orphan holding a message."""
-    from orchestrator.celery_app import SHARED_QUEUE, local_queue
+    and one process per worker means a killed worker leaves no orphan holding a message.
+    A notifications worker serves webhook deliveries only, so a receiver never holds an engine
+    worker."""
+    from orchestrator.celery_app import NOTIFY_QUEUE, SHARED_QUEUE, local_queue
 
     queues = [SHARED_QUEUE] + ([local_queue(settings.local_host)] if local else [])
+    if notifications:
+        queues = [NOTIFY_QUEUE]
     return [
         "worker",
         "--pool=threads",
@@ -57,14 +65,24 @@ def worker(
     name: Annotated[
         str, typer.Option(help="node name, unique per host (NAME@host in `celery inspect`)")
     ] = "baton",
+    notifications: Annotated[
+        bool,
+        typer.Option(
+            "--notifications",
+            help="deliver webhook notifications only (their own queue; run one such worker)",
+        ),
+    ] = False,
 ) -> None:
-    """Run a Celery worker that reconciles the jobs beat fans out."""
+    """Run a Celery worker that reconciles the jobs beat fans out (or, with --notifications,
+    one that delivers webhooks)."""
     from prometheus_client import start_http_server
 
     from orchestrator.config import Settings
     from orchestrator.metrics import process_registry
 
     settings = Settings()
+    if notifications:
+        local = False
     if local and settings.local_host != socket.gethostname():
         raise SystemExit(
             f"this host is {socket.gethostname()}, but BATON_LOCAL_HOST is {settings.local_host}: "
@@ -75,7 +93,7 @@ def worker(
 
         if metrics_port:
             start_http_server(metrics_port, registry=process_registry())
-        app.worker_main(worker_argv(settings, concurrency, local, name))
+        app.worker_main(worker_argv(settings, concurrency, local, name, notifications))
 
 
 def beat(

@@ -43,7 +43,7 @@ def emulator_app() -> ASGIApp:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("role", choices=["api", "worker", "beat"])
+    parser.add_argument("role", choices=["api", "worker", "notifier", "beat"])
     parser.add_argument("--kaggle-url", required=True)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--name", default="baton")
@@ -75,6 +75,9 @@ def main(argv: list[str]) -> None:
     if args.role == "worker":
         tasks.use_kaggle_clients(clients)
         tasks.app.worker_main(worker_argv(settings, args.concurrency, True, args.name))
+    elif args.role == "notifier":
+        argv = worker_argv(settings, args.concurrency, False, args.name, notifications=True)
+        tasks.app.worker_main(argv)
     else:
         tasks.app.start(BEAT_ARGV)
 

@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel
 
-from orchestrator import queries
+from orchestrator import queries, webhooks
 from orchestrator.api.deps import ID_PATTERN, MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
 from orchestrator.api.links import link
 from orchestrator.backends.base import Rejected, Transient
@@ -82,6 +82,7 @@ def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOu
         raise RequestValidationError(
             [{"loc": ("body", "trainer"), "msg": str(exc), "type": "value_error"}]
         ) from exc
+    _check_webhook_destinations(spec, services.settings.webhook_networks)
     if spec.backend == "kaggle":
         with services.db.transaction() as session:
             configured = session.get(KaggleCredential, user.id) is not None
@@ -102,6 +103,24 @@ def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOu
         return queries.get_job(
             session, user.id, job.id, kaggle_quota=services.quota_seen.plan(user.id)
         )
+
+
+def _check_webhook_destinations(spec: JobSpec, allowed: webhooks.Networks) -> None:
+    """A webhook at a literal address must be public or allowed (names are checked after
+    resolving, at each delivery)."""
+    for index, url in enumerate(spec.notify.webhooks if spec.notify else []):
+        address = webhooks.literal_address(url)
+        if address is not None and not webhooks.destination_allowed(address, allowed):
+            raise RequestValidationError(
+                [
+                    {
+                        "loc": ("body", "notify", "webhooks", index),
+                        "msg": "webhooks may point at public addresses only "
+                        "(the operator may allow networks: BATON_WEBHOOK_ALLOWED_NETWORKS)",
+                        "type": "value_error",
+                    }
+                ]
+            )
 
 
 @router.get("", response_model=JobList)
@@ -209,12 +228,12 @@ def segment_log(
     if segment is None or segment.handle is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no session")
     try:
-        text = services.engine.backends.for_job(job).log(segment.handle)
+        text = services.engine.backends.for_job(job).log(segment.handle, tail)
     except (Rejected, Transient) as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"log unavailable: {exc}") from exc
     if text is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no log here yet")
-    return PlainTextResponse(text[-tail:])
+    return PlainTextResponse(text)
 
 
 @router.get("/{job_id}/events", response_model=list[EventOut], responses=_NOT_FOUND)
