@@ -11,9 +11,9 @@ import httpx
 import psutil
 
 from orchestrator.backends.log_tail import last_line, read_tail
-from worker.boundary.paths import LOG_FILE
 from tests.factories import ADMIN_TOKEN, job_spec, make_settings
 from tests.support.serve import baton_serve
+from worker.boundary.paths import LOG_FILE
 
 MIB = 1024 * 1024
 
