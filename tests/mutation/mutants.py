@@ -329,6 +329,20 @@ MUTANTS: tuple[Mutant, ...] = (
         (f"{ENGINE_RULES}::test_a_user_cannot_act_on_another_users_job",),
         guarantee="isolation",
     ),
+    Mutant(
+        # The job's count of consecutive errors is not stored: every wait is the first one's.
+        "engine-backoff-never-grows",
+        "engine",
+        ENGINE_FILES,
+        "        self._schedule(job.id, delay, transient_errors=errors)",
+        "        self._schedule(job.id, delay)",
+        (
+            "tests/orchestrator/engine/test_errors.py::test_the_wait_grows_with_each_"
+            "consecutive_error_then_the_job_goes_on",
+        ),
+        guarantee="error contract",
+        ci=True,
+    ),
     # --- the API's authentication and ownership -------------------------------------------------
     Mutant(
         "api-segment-log-unowned",
@@ -506,6 +520,27 @@ MUTANTS: tuple[Mutant, ...] = (
             "and_no_temp_dir",
         ),
         guarantee="atomic checkpoint",
+        ci=True,
+    ),
+    Mutant(
+        # Renamed into place first, manifest after (the rename line moved up two statements): a
+        # failure in between leaves a checkpoint directory without a whole manifest.
+        "worker-manifest-after-rename",
+        "worker",
+        "worker/checkpoint.py",
+        "            manifest = write_manifest(\n                tmp,\n"
+        "                job_id=job_id,\n                segment_index=segment_index,\n"
+        "                step=step,\n                model_digest=digest,\n            )\n"
+        "            _move_into_place(tmp, output_dir / CHECKPOINT_DIR)\n",
+        "            _move_into_place(tmp, output_dir / CHECKPOINT_DIR)\n"
+        "            manifest = write_manifest(\n                output_dir / CHECKPOINT_DIR,\n"
+        "                job_id=job_id,\n                segment_index=segment_index,\n"
+        "                step=step,\n                model_digest=digest,\n            )\n",
+        (
+            "tests/worker/test_checkpoint.py::test_a_failure_writing_the_manifest_leaves_the_"
+            "previous_checkpoint",
+        ),
+        guarantee="commit order",
         ci=True,
     ),
     Mutant(
