@@ -385,6 +385,17 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="isolation",
         ci=True,
     ),
+    Mutant(
+        # A token created through the API with an expiry never expires.
+        "api-token-expiry-dropped",
+        "api auth/ownership",
+        "orchestrator/api/routes/tokens.py",
+        "        row = register_token(session, user, secret, body.name, expires_at=body.expires_at)",
+        "        row = register_token(session, user, secret, body.name)",
+        ("tests/orchestrator/api/test_tokens.py::test_an_expired_token_gets_401",),
+        guarantee="isolation",
+        ci=True,
+    ),
     # --- orchestrator/backends/local.py: what collect hands over --------------------------------
     Mutant(
         "local-collect-trusts-stored-copy",
