@@ -390,10 +390,25 @@ MUTANTS: tuple[Mutant, ...] = (
         "api-token-expiry-dropped",
         "api auth/ownership",
         "orchestrator/api/routes/tokens.py",
-        "        row = register_token(session, user, secret, body.name, expires_at=body.expires_at)",
-        "        row = register_token(session, user, secret, body.name)",
+        "secret, body.name, expires_at=body.expires_at)",
+        "secret, body.name, expires_at=None)",
         ("tests/orchestrator/api/test_tokens.py::test_an_expired_token_gets_401",),
         guarantee="isolation",
+        ci=True,
+    ),
+    # --- orchestrator/queries.py: the read layer -------------------------------------------------
+    Mutant(
+        # A running job's ETA as if its session had just started: the time already spent is
+        # counted again, so the ETA says the running session finishes work it cannot.
+        "queries-eta-ignores-elapsed",
+        "read layer",
+        "orchestrator/queries.py",
+        "        elapsed = (now - as_utc(active.launched_at)).total_seconds()",
+        "        elapsed = 0.0",
+        (
+            "tests/orchestrator/test_queries.py::test_a_running_job_s_eta_counts_from_its_live_"
+            "step_and_the_time_its_session_has_left",
+        ),
         ci=True,
     ),
     # --- orchestrator/backends/local.py: what collect hands over --------------------------------
