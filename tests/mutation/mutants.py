@@ -343,6 +343,21 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="error contract",
         ci=True,
     ),
+    Mutant(
+        # Pruning one job keeps the newest `keep` checkpoints of all jobs together: the files of
+        # another job's checkpoints, the one it resumes from included, are deleted.
+        "engine-prune-every-job",
+        "engine",
+        ENGINE_FILES,
+        "                .where(Checkpoint.job_id == job_id, Checkpoint.rejected.is_(None))",
+        "                .where(Checkpoint.rejected.is_(None))",
+        (
+            "tests/orchestrator/engine/test_retention.py::test_pruning_one_job_keeps_its_newest_"
+            "and_never_touches_another_jobs_checkpoints",
+        ),
+        guarantee="retention",
+        ci=True,
+    ),
     # --- the API's authentication and ownership -------------------------------------------------
     Mutant(
         "api-segment-log-unowned",
