@@ -426,6 +426,19 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         ci=True,
     ),
+    # --- orchestrator/notifier.py: the webhook outbox --------------------------------------------
+    Mutant(
+        # The claim no longer checks that the row is still due: a second notifier that listed
+        # the row before the first claimed it posts it again while the first is posting.
+        "notifier-claim-ignores-the-holder",
+        "notifier",
+        "orchestrator/notifier.py",
+        "                Notification.next_attempt_at <= now,\n",
+        "",
+        ("tests/orchestrator/test_notifier.py::test_a_row_listed_by_two_notifiers_is_posted_once",),
+        guarantee="webhook delivery",
+        ci=True,
+    ),
     # --- orchestrator/backends/local.py: what collect hands over --------------------------------
     Mutant(
         "local-collect-trusts-stored-copy",

@@ -13,10 +13,11 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from orchestrator import notifier
 from orchestrator.celery_app import NOTIFY_TASK, make_app
 from orchestrator.config import Settings
 from orchestrator.db import Database
-from orchestrator.notifier import deliver_due_notifications
+from orchestrator.notifier import deliver_due_notifications, enqueue_new_events
 from tests.factories import ADMIN_TOKEN, job_spec, live_server
 from tests.support.webhook_receiver import Receiver
 
@@ -186,3 +187,34 @@ def test_at_scale_beat_sends_a_notifier_pass(tmp_path: Path) -> None:
     conf = make_app(Settings(data_dir=tmp_path, notify_interval_seconds=3)).conf
     entry = conf.beat_schedule["deliver-notifications"]
     assert (entry["task"], entry["schedule"]) == (NOTIFY_TASK, 3)
+
+
+def test_a_row_listed_by_two_notifiers_is_posted_once(
+    api: TestClient, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outbox row claim: a second notifier that listed the row as due before the first one
+    claimed it (the two passes began together) reaches the row while the first is posting; its
+    claim finds the row taken and it posts nothing."""
+    posts: list[str] = []
+    job_id = _cancelled_job(api, "http://127.0.0.1:9/hook")
+    enqueue_new_events(db, T0)
+    listed_before_the_claim = notifier._due(db, T0)
+    assert len(listed_before_the_claim) == 1
+    inner: list[Any] = []  # the second notifier's pass report, once it has run
+
+    def post_while_the_other_notifier_tries_the_row(url: str, body: dict[str, Any]) -> int:
+        posts.append(body["job_id"])
+        if len(posts) == 1:  # the first POST: the second notifier reaches the row now
+            with monkeypatch.context() as patched:
+                patched.setattr(notifier, "_due", lambda db, now: listed_before_the_claim)
+                inner.append(
+                    deliver_due_notifications(
+                        db, T0, post=post_while_the_other_notifier_tries_the_row
+                    )
+                )
+        return 200
+
+    report = deliver_due_notifications(db, T0, post=post_while_the_other_notifier_tries_the_row)
+    assert posts == [job_id]
+    assert (report.delivered, inner[0].delivered) == (1, 0)
+    assert [e["kind"] for e in _events(api, job_id)].count("notification_sent") == 1
