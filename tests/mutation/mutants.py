@@ -653,4 +653,47 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/worker/test_proctime.py",),
         guarantee="deadline rule",
     ),
+    Mutant(
+        # The origin read from the session leader's record, not this process's: under the
+        # runner (pytest in its own session) the other proctime tests pass it.
+        "worker-proctime-session-leaders-start",
+        "worker",
+        "worker/proctime.py",
+        '        stat = (proc / pid / "stat").read_text()',
+        '        stat = (proc / str(os.getsid(0)) / "stat").read_text()',
+        (
+            "tests/worker/test_proctime.py::test_the_origin_is_this_process_own_start_whatever_"
+            "its_session_leader",
+        ),
+        guarantee="deadline rule",
+        ci=True,
+    ),
+    # --- the Kaggle backend and the job spec's Kaggle rules -------------------------------------
+    Mutant(
+        # The job's quota reserve is not kept back: the week's last session runs to the end.
+        "kaggle-quota-reserve-ignored",
+        "kaggle",
+        "orchestrator/backends/kaggle*",
+        "            - self.options.quota_reserve_seconds\n",
+        "",
+        (
+            "tests/orchestrator/backends/kaggle/test_backend.py::test_the_quota_reserve_is_kept_"
+            "back_from_what_segments_are_sized_to",
+        ),
+        guarantee="quota waiting",
+        ci=True,
+    ),
+    Mutant(
+        # A TPU session may ask for 12 h: Kaggle ends it at 9 h, before its deadline and commit.
+        "spec-tpu-session-cap-raised",
+        "kaggle",
+        "orchestrator/spec.py",
+        "KAGGLE_SESSION_SECONDS = {Accelerator.TPU: 9 * 3600.0}",
+        "KAGGLE_SESSION_SECONDS = {Accelerator.TPU: 12 * 3600.0}",
+        (
+            "tests/orchestrator/api/test_hostile_input.py::test_a_session_longer_than_kaggle_"
+            "allows_for_the_accelerator_is_refused_at_submit",
+        ),
+        guarantee="Kaggle session cap",
+    ),
 )

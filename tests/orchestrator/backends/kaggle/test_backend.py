@@ -196,3 +196,15 @@ def test_a_fractional_limit_is_floored_for_the_kernel_and_its_worker_alike(
     assert embedded is not None
     planned = json.loads(ast.literal_eval(embedded.group(1)))["limit_seconds"]
     assert session.limit_seconds == planned == 10
+
+
+@pytest.mark.parametrize("reserve_hours", [0.5, 24.0])
+def test_the_quota_reserve_is_kept_back_from_what_segments_are_sized_to(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path, reserve_hours: float
+) -> None:
+    """The quota a segment is sized to is what Kaggle grants less the job's reserve (the last
+    session of the week stops that much early)."""
+    reserve = reserve_hours * 3600
+    quota = _backend(alice, tmp_path, quota_reserve_seconds=reserve).quota()
+    assert quota is not None
+    assert quota.seconds_left == 30 * 3600 - reserve
