@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 # A CPU build of torch; a looser pin pulls a multi-GB CUDA build. Override on a GPU machine.
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test mutate mutate-sweep lint format bench clean
+.PHONY: demo test test-fast mutate mutate-sweep lint format bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,6 +18,11 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest
+
+# Every test not marked integration (PostgreSQL, Redis) or slow (real training sessions), the
+# Hypothesis properties included: a quicker check before `make test`.
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -m "not integration and not slow"
 
 # Every listed mutant against the tests that must catch it (docs/testing.md); CI runs --guarantees.
 mutate: $(VENV)/.installed
