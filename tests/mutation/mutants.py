@@ -670,6 +670,21 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # --- the Kaggle backend and the job spec's Kaggle rules -------------------------------------
     Mutant(
+        # Only the segment the kernel runs now is found: after a restart, an earlier
+        # self-chained segment's session is not found, so it is launched (pushed) again.
+        "kaggle-find-only-the-current-segment",
+        "kaggle",
+        "orchestrator/backends/kaggle*",
+        "or current_index < index:",
+        "or current_index != index:",
+        (
+            "tests/orchestrator/backends/kaggle/test_backend.py::test_an_earlier_segment_is_found_"
+            "at_its_own_version_while_a_later_one_runs",
+        ),
+        guarantee="self-chaining",
+        ci=True,
+    ),
+    Mutant(
         # The job's quota reserve is not kept back: the week's last session runs to the end.
         "kaggle-quota-reserve-ignored",
         "kaggle",
