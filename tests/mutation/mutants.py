@@ -344,6 +344,22 @@ MUTANTS: tuple[Mutant, ...] = (
         ci=True,
     ),
     Mutant(
+        # A cancel of a launching segment with no handle (the push's answer was lost) takes it
+        # for never started: the session runs on and its slot is freed.
+        "engine-cancel-skips-find",
+        "engine",
+        ENGINE_FILES,
+        "        handle = backend.find(segment.launch_id)\n        if handle is None:\n"
+        "            _end(",
+        "        handle = None\n        if handle is None:\n            _end(",
+        (
+            "tests/orchestrator/engine/test_launch_paths.py::test_a_cancel_after_a_push_whose_"
+            "response_was_lost_finds_the_session_and_keeps_its_slot",
+        ),
+        guarantee="Kaggle session cap",
+        ci=True,
+    ),
+    Mutant(
         # Pruning one job keeps the newest `keep` checkpoints of all jobs together: the files of
         # another job's checkpoints, the one it resumes from included, are deleted.
         "engine-prune-every-job",
