@@ -204,7 +204,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "planner-forgets-measured-save",
         "planner",
-        "orchestrator/planner.py",
+        "worker/boundary/planning.py",
         "        save_seconds=max(past.save_seconds for past in recent) * ESTIMATE_PADDING,",
         "        save_seconds=None,",
         (
@@ -217,9 +217,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "planner-forgets-measured-upload",
         "planner",
-        "orchestrator/planner.py",
-        "        upload_seconds=max(past.upload_seconds for past in recent) * ESTIMATE_PADDING,",
-        "        upload_seconds=0.0,",
+        "worker/boundary/planning.py",
+        "            max(past.upload_seconds for past in recent) * ESTIMATE_PADDING, upload_floor",
+        "            0.0, upload_floor",
         ("tests/orchestrator/test_planner.py",),
         guarantee="learned estimates",
     ),
@@ -246,8 +246,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "planner-resume-without-expect",
         "planner",
         "orchestrator/planner.py",
-        "        expect = ExpectedCheckpoint(job_id, plan.resume.segment_index, plan.resume.step)",
-        "        expect = None",
+        "        expect=plan.resume,",
+        "        expect=None,",
         ("tests/orchestrator/test_planner.py",),
         guarantee="verified handoff",
     ),
@@ -462,7 +462,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "local backend",
         "orchestrator/backends/local*",
         "            manifest = verify_checkpoint(store, expect)",
-        '            manifest = __import__("worker.manifest").manifest.read_manifest(store)',
+        '            manifest = __import__("worker.boundary.manifest")'
+        ".boundary.manifest.read_manifest(store)",
         (
             "tests/orchestrator/backends/test_local_collect.py::test_a_stored_copy_damaged_before_"
             "a_repeated_collect_is_rejected",
@@ -544,7 +545,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "worker-manifest-hash-not-compared",
         "worker",
-        "worker/manifest.py",
+        "worker/boundary/manifest.py",
         "        if path.stat().st_size != entry.bytes or sha256_file(path) != entry.sha256:",
         "        if path.stat().st_size != entry.bytes:",
         ("tests/worker/test_checkpoint.py::test_tampered_file_is_rejected",),
@@ -554,7 +555,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "worker-manifest-identity-not-checked",
         "worker",
-        "worker/manifest.py",
+        "worker/boundary/manifest.py",
         "        if found != wanted:",
         "        if False:",
         ("tests/worker/test_checkpoint.py::test_stale_checkpoint_is_rejected",),
@@ -692,8 +693,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "kaggle-find-only-the-current-segment",
         "kaggle",
         "orchestrator/backends/kaggle*",
-        "or current_index < index:",
-        "or current_index != index:",
+        "or pushed.segment_index < wanted.segment_index:",
+        "or pushed.segment_index != wanted.segment_index:",
         (
             "tests/orchestrator/backends/kaggle/test_backend.py::test_an_earlier_segment_is_found_"
             "at_its_own_version_while_a_later_one_runs",

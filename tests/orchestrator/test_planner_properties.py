@@ -6,17 +6,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.planner import (
-    ESTIMATE_WINDOW,
-    CheckpointRef,
-    PastSegment,
-    build_segment_spec,
-    learn_estimates,
-    minimum_session_seconds,
-    plan_next_segment,
-)
+from orchestrator.planner import build_segment_spec, minimum_session_seconds, plan_next_segment
 from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from tests.factories import job_spec, kaggle_spec
+from worker.boundary.contract import CheckpointRef, SegmentResult, Timings
+from worker.boundary.planning import ESTIMATE_WINDOW, PastSegment, learn_estimates, successor_spec
 
 cost = st.floats(min_value=0.0, max_value=3600.0, allow_nan=False)
 past_segments = st.builds(
@@ -30,7 +24,7 @@ past_segments = st.builds(
 )
 histories = st.lists(past_segments, max_size=8)
 checkpoints = st.one_of(
-    st.none(), st.builds(CheckpointRef, st.integers(0, 1000), st.integers(0, 10**6))
+    st.none(), st.builds(CheckpointRef, st.just("job"), st.integers(0, 1000), st.integers(0, 10**6))
 )
 quotas = st.one_of(st.none(), st.floats(min_value=0.0, max_value=40 * 3600.0))
 
@@ -114,3 +108,51 @@ def test_a_session_worth_launching_is_at_least_half_training(history: list[PastS
     if recent:
         assert minimum >= 2 * recent[(len(recent) - 1) // 2]
         assert minimum <= max(MIN_SESSION_SECONDS, 2 * recent[-1])
+
+
+@given(
+    spec=specs(),
+    latest=checkpoints,
+    history=histories,
+    save=cost,
+    upload=cost,
+    startup=cost,
+    total=cost,
+    step=st.one_of(st.none(), st.floats(min_value=1e-3, max_value=600.0)),
+    end_step=st.integers(0, 10**6),
+)
+def test_a_successor_planned_in_the_kernel_resumes_from_what_it_left_and_keeps_its_reserves(
+    spec: JobSpec,
+    latest: CheckpointRef | None,
+    history: list[PastSegment],
+    save: float,
+    upload: float,
+    startup: float,
+    total: float,
+    step: float | None,
+    end_step: int,
+) -> None:
+    """Successor sizing (self-chaining): the next segment resumes from and expects exactly the
+    checkpoint this one committed, and its costs are never below what this kernel measured nor
+    below the time the orchestrator reserved for publishing, pushing and exiting."""
+    segment = build_segment_spec("job", spec, plan_next_segment(spec, 2, latest, history))
+    result = SegmentResult(
+        job_id="job",
+        segment_index=2,
+        outcome="deadline",
+        start_step=0,
+        end_step=end_step,
+        limit_seconds=segment.limit_seconds,
+        timings=Timings(startup=startup, save=save, upload=upload, total=total),
+        step_time_ema=step,
+    )
+    left = CheckpointRef("job", 2, end_step)
+    successor = successor_spec(segment, result, left, upload)
+    assert (successor.segment_index, successor.expect) == (3, left)
+    assert successor.resume_path is not None
+    assert successor.estimates.save_seconds is not None
+    assert successor.estimates.save_seconds >= save
+    assert successor.estimates.upload_seconds >= max(upload, segment.estimates.upload_seconds)
+    assert successor.estimates.exit_seconds >= segment.estimates.exit_seconds
+    assert successor.estimates.step_seconds == step
+    assert (successor.limit_seconds, successor.margin) == (segment.limit_seconds, segment.margin)

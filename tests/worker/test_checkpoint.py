@@ -7,13 +7,14 @@ import torch
 
 from tests.support.trainers import LinearTrainer, make_linear_trainer
 from worker import checkpoint
+from worker.boundary.contract import CheckpointRef
+from worker.boundary.manifest import CorruptCheckpoint, StaleCheckpoint, verify_checkpoint
+from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE
 from worker.checkpoint import TMP_PREFIX, commit_checkpoint, load_checkpoint
-from worker.contract import CHECKPOINT_DIR, MANIFEST_FILE, ExpectedCheckpoint
 from worker.digest import model_digest
-from worker.manifest import CorruptCheckpoint, StaleCheckpoint, verify_checkpoint
 from worker.rng import capture_rng_state, restore_rng_state, seed_everything
 
-EXPECT = ExpectedCheckpoint("job-1", 0, 5)
+EXPECT = CheckpointRef("job-1", 0, 5)
 
 
 def trained(steps: int = 5) -> LinearTrainer:
@@ -145,9 +146,9 @@ def test_garbage_manifest_is_rejected(committed):
 @pytest.mark.parametrize(
     "expect",
     [
-        ExpectedCheckpoint("job-2", 0, 5),
-        ExpectedCheckpoint("job-1", 1, 5),
-        ExpectedCheckpoint("job-1", 0, 4),
+        CheckpointRef("job-2", 0, 5),
+        CheckpointRef("job-1", 1, 5),
+        CheckpointRef("job-1", 0, 4),
     ],
     ids=["other-job", "other-segment", "other-step"],
 )
@@ -180,4 +181,4 @@ def test_a_failure_writing_the_manifest_leaves_the_previous_checkpoint(
     assert verify_checkpoint(tmp_path / CHECKPOINT_DIR, EXPECT).step == 5
     assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT_DIR]
     commit_checkpoint(tmp_path, trainer, 6, capture_rng_state(), "job-1", 1)
-    assert verify_checkpoint(tmp_path / CHECKPOINT_DIR, ExpectedCheckpoint("job-1", 1, 6)).step == 6
+    assert verify_checkpoint(tmp_path / CHECKPOINT_DIR, CheckpointRef("job-1", 1, 6)).step == 6

@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.contract import Estimates, MarginPolicy
+from worker.boundary.contract import Estimates, MarginPolicy
 from worker.deadline import STEP_WINDOW, SessionBudget, must_stop_before_step
 
 seconds = st.floats(min_value=0.0, max_value=1e4, allow_nan=False, allow_infinity=False)

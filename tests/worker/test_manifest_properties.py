@@ -1,4 +1,4 @@
-"""Properties of manifest verification (worker/manifest.py), over generated file sets and damage.
+"""Properties of manifest verification (worker/boundary/manifest.py): generated file sets, damage.
 
 The promise: a checkpoint directory verifies exactly when every file is the one the manifest
 recorded, and there is no other; any damage to any file set is rejected, never resumed from.
@@ -13,8 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.contract import MANIFEST_FILE, ExpectedCheckpoint
-from worker.manifest import CorruptCheckpoint, StaleCheckpoint, verify_checkpoint, write_manifest
+from worker.boundary.contract import CheckpointRef
+from worker.boundary.manifest import (
+    CorruptCheckpoint,
+    StaleCheckpoint,
+    verify_checkpoint,
+    write_manifest,
+)
+from worker.boundary.paths import MANIFEST_FILE
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_.-", min_size=1, max_size=12).filter(
     lambda name: name not in {".", ".."} and name != MANIFEST_FILE
@@ -44,7 +50,7 @@ def test_an_undamaged_checkpoint_verifies_with_its_own_identity(
 ) -> None:
     with tempfile.TemporaryDirectory() as root:
         directory = _committed(Path(root), files, *ident)
-        manifest = verify_checkpoint(directory, ExpectedCheckpoint(*ident))
+        manifest = verify_checkpoint(directory, CheckpointRef(*ident))
         assert set(manifest.files) == set(files)
         assert manifest.total_bytes == sum(len(data) for data in files.values())
 
@@ -89,7 +95,7 @@ def test_any_damage_to_any_file_is_rejected(
             else:
                 target.unlink()
         with pytest.raises(CorruptCheckpoint):
-            verify_checkpoint(directory, ExpectedCheckpoint(*ident))
+            verify_checkpoint(directory, CheckpointRef(*ident))
 
 
 @given(files=file_sets, ident=identity, wanted=identity)
@@ -99,7 +105,7 @@ def test_a_whole_checkpoint_of_another_job_segment_or_step_is_stale(
     with tempfile.TemporaryDirectory() as root:
         directory = _committed(Path(root), files, *ident)
         if wanted == ident:
-            verify_checkpoint(directory, ExpectedCheckpoint(*wanted))
+            verify_checkpoint(directory, CheckpointRef(*wanted))
         else:
             with pytest.raises(StaleCheckpoint):
-                verify_checkpoint(directory, ExpectedCheckpoint(*wanted))
+                verify_checkpoint(directory, CheckpointRef(*wanted))

@@ -13,7 +13,7 @@ from orchestrator.engine.checkpoints import CheckpointStore
 from orchestrator.models import Checkpoint
 from tests.support.engine_runs import fake_engine, submit_jobs
 from tests.support.fake_backend import FakeBackend
-from worker.manifest import verify_checkpoint, write_manifest
+from worker.boundary.manifest import verify_checkpoint, write_manifest
 
 
 @pytest.fixture
