@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import assume, given
@@ -75,9 +76,7 @@ def test_an_eta_never_promises_the_steps_sooner_than_they_take(plan: EtaInputs) 
 @given(plan=inputs, more=st.integers(min_value=1, max_value=10_000))
 def test_more_steps_to_go_never_finish_sooner(plan: EtaInputs, more: int) -> None:
     sooner = estimate_finish(plan)
-    later = estimate_finish(
-        EtaInputs(**{**plan.__dict__, "remaining_steps": plan.remaining_steps + more})
-    )
+    later = estimate_finish(replace(plan, remaining_steps=plan.remaining_steps + more))
     assume(sooner is not None and later is not None)
     assert sooner is not None
     assert later is not None
@@ -89,8 +88,8 @@ def test_more_steps_to_go_never_finish_sooner(plan: EtaInputs, more: int) -> Non
 def test_quota_without_a_limit_changes_nothing(plan: EtaInputs) -> None:
     """Quota that never runs short plans like no quota at all, and waits for no refresh."""
     plenty = QuotaPlan(seconds_left=math.inf, refresh_at=None, allowance_seconds=math.inf)
-    free = estimate_finish(EtaInputs(**{**plan.__dict__, "quota": None}))
-    bounded = estimate_finish(EtaInputs(**{**plan.__dict__, "quota": plenty}))
+    free = estimate_finish(replace(plan, quota=None))
+    bounded = estimate_finish(replace(plan, quota=plenty))
     assert (free is None) == (bounded is None)
     if free is not None and bounded is not None:
         assert (bounded.finish_at, bounded.more_sessions, bounded.quota_waits) == (
