@@ -6,6 +6,7 @@ a fixture, is marked `slow` (tests/support/marks.py): `make test-fast` leaves it
 
 from __future__ import annotations
 
+import os
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import settings as hypothesis_settings
 from sqlalchemy import create_engine, text
 
 from orchestrator.backends.local import LocalBackend
@@ -39,6 +41,15 @@ from tests.support.segments import run_worker, start_worker, terminate_after_ste
 from tests.support.supervisors import end_leftover_supervisors
 
 POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+# Property-based tests (Hypothesis). "ci", the default everywhere: the same examples on every run
+# (derandomized, no example database), so a failure in CI is reproduced by running the test
+# again, and no per-example deadline (no test depends on the machine's speed). "explore": new
+# random examples, ten times as many; `BATON_HYPOTHESIS_PROFILE=explore pytest tests/...` to
+# hunt for a counterexample the fixed ones miss (Hypothesis prints it to add as an @example).
+hypothesis_settings.register_profile("ci", derandomize=True, database=None, deadline=None)
+hypothesis_settings.register_profile("explore", max_examples=1000, deadline=None)
+hypothesis_settings.load_profile(os.environ.get("BATON_HYPOTHESIS_PROFILE", "ci"))
 
 
 # What starts a training session, a server, a cluster or any process when called (a test that

@@ -11,6 +11,9 @@ from collections.abc import Callable
 
 BASE_SECONDS = 2.0
 CAP_SECONDS = 600.0
+# Doublings counted at most: far past the cap, and 2.0 * 2**1024 would not fit a float (a job in
+# an outage of a week reaches 1025 consecutive errors).
+MAX_DOUBLINGS = 32
 
 
 def backoff_seconds(
@@ -26,6 +29,6 @@ def backoff_seconds(
     jobs failing together spread out; never sooner than the service's Retry-After, nor than
     `floor` (the backend's own poll interval).
     """
-    exponential = min(CAP_SECONDS, BASE_SECONDS * 2 ** max(0, errors - 1))
+    exponential = min(CAP_SECONDS, BASE_SECONDS * 2 ** min(max(0, errors - 1), MAX_DOUBLINGS))
     jittered = exponential / 2 + rng() * exponential / 2
     return float(max(jittered, retry_after or 0.0, floor))

@@ -25,6 +25,9 @@ def cancel(ctx: Context, job: Job, segment: Segment, backend: Backend) -> Next:
         if handle is None:
             _end(ctx, segment, SegmentState.CANCELLED, "cancelled before it started")
             return Next(None)
+        # The push went through but its answer was lost: adopt the session (as a launch would),
+        # so that it is stopped, or keeps its slot as `cancelling` until it is seen to end.
+        _adopt(ctx, segment, handle)
     assert handle is not None
     if segment.state == SegmentState.CANCELLING:
         if session_status(backend, handle) in ENDED:
@@ -43,6 +46,19 @@ def cancel(ctx: Context, job: Job, segment: Segment, backend: Backend) -> Next:
         handle=handle,
     )
     return Next(backend.poll_seconds)
+
+
+def _adopt(ctx: Context, segment: Segment, handle: str) -> None:
+    with ctx.db.transaction() as session:
+        set_segment_state(
+            session,
+            segment,
+            SegmentState.RUNNING,
+            message="found under its launch id after the launch's answer was lost",
+            handle=handle,
+            launched_at=ctx.clock(),
+        )
+    segment.state, segment.handle = SegmentState.RUNNING.value, handle
 
 
 def abandon(ctx: Context, segment: Segment, why: str) -> None:

@@ -4,7 +4,8 @@
 mutants). `before` must occur exactly once in the matching files, or the mutant is reported stale
 and the run fails: the list is kept true as the code changes. `guarantee` names the row of the
 guarantee table in docs/testing.md; `ci` marks the fast subset CI runs (every guarantee that has
-mutants, and the seven that survived before issue 12). `equivalent` gives the reason a mutant is
+mutants, the seven that survived before issue 12, and the issue-22 audit's, one or more per module
+they cover). `equivalent` gives the reason a mutant is
 not run: it changes no behaviour a user can observe.
 """
 
@@ -23,7 +24,7 @@ class Mutant:
     tests: tuple[str, ...]
     guarantee: str | None = None
     equivalent: str | None = None
-    ci: bool = False  # in the fast subset CI runs: each guarantee once, the issue-12 seven
+    ci: bool = False  # in the fast subset CI runs: each guarantee, the issue-12 and -22 ones
     timeout: float = 300.0
 
 
@@ -329,6 +330,51 @@ MUTANTS: tuple[Mutant, ...] = (
         (f"{ENGINE_RULES}::test_a_user_cannot_act_on_another_users_job",),
         guarantee="isolation",
     ),
+    Mutant(
+        # The job's count of consecutive errors is not stored: every wait is the first one's.
+        "engine-backoff-never-grows",
+        "engine",
+        ENGINE_FILES,
+        "        self._schedule(job.id, delay, transient_errors=errors)",
+        "        self._schedule(job.id, delay)",
+        (
+            "tests/orchestrator/engine/test_errors.py::test_the_wait_grows_with_each_"
+            "consecutive_error_then_the_job_goes_on",
+        ),
+        guarantee="error contract",
+        ci=True,
+    ),
+    Mutant(
+        # A cancel of a launching segment with no handle (the push's answer was lost) takes it
+        # for never started: the session runs on and its slot is freed.
+        "engine-cancel-skips-find",
+        "engine",
+        ENGINE_FILES,
+        "        handle = backend.find(segment.launch_id)\n        if handle is None:\n"
+        "            _end(",
+        "        handle = None\n        if handle is None:\n            _end(",
+        (
+            "tests/orchestrator/engine/test_launch_paths.py::test_a_cancel_after_a_push_whose_"
+            "response_was_lost_finds_the_session_and_keeps_its_slot",
+        ),
+        guarantee="Kaggle session cap",
+        ci=True,
+    ),
+    Mutant(
+        # Pruning one job keeps the newest `keep` checkpoints of all jobs together: the files of
+        # another job's checkpoints, the one it resumes from included, are deleted.
+        "engine-prune-every-job",
+        "engine",
+        ENGINE_FILES,
+        "                .where(Checkpoint.job_id == job_id, Checkpoint.rejected.is_(None))",
+        "                .where(Checkpoint.rejected.is_(None))",
+        (
+            "tests/orchestrator/engine/test_retention.py::test_pruning_one_job_keeps_its_newest_"
+            "and_never_touches_another_jobs_checkpoints",
+        ),
+        guarantee="retention",
+        ci=True,
+    ),
     # --- the API's authentication and ownership -------------------------------------------------
     Mutant(
         "api-segment-log-unowned",
@@ -369,6 +415,45 @@ MUTANTS: tuple[Mutant, ...] = (
         "        .where(ApiToken.token_hash != '')",
         (f"{JOBS_API}::test_missing_or_wrong_token_gets_401",),
         guarantee="isolation",
+        ci=True,
+    ),
+    Mutant(
+        # A token created through the API with an expiry never expires.
+        "api-token-expiry-dropped",
+        "api auth/ownership",
+        "orchestrator/api/routes/tokens.py",
+        "secret, body.name, expires_at=body.expires_at)",
+        "secret, body.name, expires_at=None)",
+        ("tests/orchestrator/api/test_tokens.py::test_an_expired_token_gets_401",),
+        guarantee="isolation",
+        ci=True,
+    ),
+    # --- orchestrator/queries.py: the read layer -------------------------------------------------
+    Mutant(
+        # A running job's ETA as if its session had just started: the time already spent is
+        # counted again, so the ETA says the running session finishes work it cannot.
+        "queries-eta-ignores-elapsed",
+        "read layer",
+        "orchestrator/queries.py",
+        "        elapsed = (now - as_utc(active.launched_at)).total_seconds()",
+        "        elapsed = 0.0",
+        (
+            "tests/orchestrator/test_queries.py::test_a_running_job_s_eta_counts_from_its_live_"
+            "step_and_the_time_its_session_has_left",
+        ),
+        ci=True,
+    ),
+    # --- orchestrator/notifier.py: the webhook outbox --------------------------------------------
+    Mutant(
+        # The claim no longer checks that the row is still due: a second notifier that listed
+        # the row before the first claimed it posts it again while the first is posting.
+        "notifier-claim-ignores-the-holder",
+        "notifier",
+        "orchestrator/notifier.py",
+        "                Notification.next_attempt_at <= now,\n",
+        "",
+        ("tests/orchestrator/test_notifier.py::test_a_row_listed_by_two_notifiers_is_posted_once",),
+        guarantee="webhook delivery",
         ci=True,
     ),
     # --- orchestrator/backends/local.py: what collect hands over --------------------------------
@@ -510,6 +595,27 @@ MUTANTS: tuple[Mutant, ...] = (
         ci=True,
     ),
     Mutant(
+        # Renamed into place first, manifest after (the rename line moved up two statements): a
+        # failure in between leaves a checkpoint directory without a whole manifest.
+        "worker-manifest-after-rename",
+        "worker",
+        "worker/checkpoint.py",
+        "            manifest = write_manifest(\n                tmp,\n"
+        "                job_id=job_id,\n                segment_index=segment_index,\n"
+        "                step=step,\n                model_digest=digest,\n            )\n"
+        "            _move_into_place(tmp, output_dir / CHECKPOINT_DIR)\n",
+        "            _move_into_place(tmp, output_dir / CHECKPOINT_DIR)\n"
+        "            manifest = write_manifest(\n                output_dir / CHECKPOINT_DIR,\n"
+        "                job_id=job_id,\n                segment_index=segment_index,\n"
+        "                step=step,\n                model_digest=digest,\n            )\n",
+        (
+            "tests/worker/test_checkpoint.py::test_a_failure_writing_the_manifest_leaves_the_"
+            "previous_checkpoint",
+        ),
+        guarantee="commit order",
+        ci=True,
+    ),
+    Mutant(
         "worker-deadline-ignores-save",
         "worker",
         "worker/deadline.py",
@@ -564,5 +670,63 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return IMPORT_TIME\n",
         ("tests/worker/test_proctime.py",),
         guarantee="deadline rule",
+    ),
+    Mutant(
+        # The origin read from the session leader's record, not this process's: under the
+        # runner (pytest in its own session) the other proctime tests pass it.
+        "worker-proctime-session-leaders-start",
+        "worker",
+        "worker/proctime.py",
+        '        stat = (proc / pid / "stat").read_text()',
+        '        stat = (proc / str(os.getsid(0)) / "stat").read_text()',
+        (
+            "tests/worker/test_proctime.py::test_the_origin_is_this_process_own_start_whatever_"
+            "its_session_leader",
+        ),
+        guarantee="deadline rule",
+        ci=True,
+    ),
+    # --- the Kaggle backend and the job spec's Kaggle rules -------------------------------------
+    Mutant(
+        # Only the segment the kernel runs now is found: after a restart, an earlier
+        # self-chained segment's session is not found, so it is launched (pushed) again.
+        "kaggle-find-only-the-current-segment",
+        "kaggle",
+        "orchestrator/backends/kaggle*",
+        "or pushed.segment_index < wanted.segment_index:",
+        "or pushed.segment_index != wanted.segment_index:",
+        (
+            "tests/orchestrator/backends/kaggle/test_backend.py::test_an_earlier_segment_is_found_"
+            "at_its_own_version_while_a_later_one_runs",
+        ),
+        guarantee="self-chaining",
+        ci=True,
+    ),
+    Mutant(
+        # The job's quota reserve is not kept back: the week's last session runs to the end.
+        "kaggle-quota-reserve-ignored",
+        "kaggle",
+        "orchestrator/backends/kaggle*",
+        "            - self.options.quota_reserve_seconds\n",
+        "",
+        (
+            "tests/orchestrator/backends/kaggle/test_backend.py::test_the_quota_reserve_is_kept_"
+            "back_from_what_segments_are_sized_to",
+        ),
+        guarantee="quota waiting",
+        ci=True,
+    ),
+    Mutant(
+        # A TPU session may ask for 12 h: Kaggle ends it at 9 h, before its deadline and commit.
+        "spec-tpu-session-cap-raised",
+        "kaggle",
+        "orchestrator/spec.py",
+        "KAGGLE_SESSION_SECONDS = {Accelerator.TPU: 9 * 3600.0}",
+        "KAGGLE_SESSION_SECONDS = {Accelerator.TPU: 12 * 3600.0}",
+        (
+            "tests/orchestrator/api/test_hostile_input.py::test_a_session_longer_than_kaggle_"
+            "allows_for_the_accelerator_is_refused_at_submit",
+        ),
+        guarantee="Kaggle session cap",
     ),
 )

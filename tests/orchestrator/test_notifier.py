@@ -15,11 +15,17 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from orchestrator import notifier
 from orchestrator.celery_app import NOTIFY_QUEUE, NOTIFY_TASK, make_app
 from orchestrator.cli.workers import worker_argv
 from orchestrator.config import Settings
 from orchestrator.db import Database
-from orchestrator.notifier import NOT_DELIVERED, PassReport, deliver_due_notifications
+from orchestrator.notifier import (
+    NOT_DELIVERED,
+    PassReport,
+    deliver_due_notifications,
+    enqueue_new_events,
+)
 from orchestrator.webhook_client import WebhookClient
 from orchestrator.webhooks import parse_networks
 from tests.factories import ADMIN_TOKEN, job_spec, live_server, make_settings, running_api
@@ -319,3 +325,36 @@ def test_a_slow_receiver_is_cut_at_the_deadline(api: TestClient, db: Database) -
     # The answer drips for 40 s; the POST ends near its 2 s deadline, not after the answer.
     assert took < 30, took
     assert any(e["kind"] == "notification_retry" for e in _events(api, job_id))
+
+
+def test_a_row_listed_by_two_notifiers_is_posted_once(
+    api: TestClient, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outbox row claim: a second notifier that listed the row as due before the first one
+    claimed it (the two passes began together) reaches the row while the first is posting; its
+    claim finds the row taken and it posts nothing."""
+    posts: list[str] = []
+    job_id = _cancelled_job(api, "http://127.0.0.1:9/hook")
+    enqueue_new_events(db, T0)
+    listed_before_the_claim = notifier._due(db, T0, set())
+    assert len(listed_before_the_claim) == 1
+    inner: list[Any] = []  # the second notifier's pass report, once it has run
+
+    def post_while_the_other_notifier_tries_the_row(url: str, body: dict[str, Any]) -> int:
+        posts.append(body["job_id"])
+        if len(posts) == 1:  # the first POST: the second notifier reaches the row now
+            with monkeypatch.context() as patched:
+                patched.setattr(
+                    notifier, "_due", lambda db, now, busy_users: listed_before_the_claim
+                )
+                inner.append(
+                    deliver_due_notifications(
+                        db, T0, post=post_while_the_other_notifier_tries_the_row
+                    )
+                )
+        return 200
+
+    report = deliver_due_notifications(db, T0, post=post_while_the_other_notifier_tries_the_row)
+    assert posts == [job_id]
+    assert (report.delivered, inner[0].delivered) == (1, 0)
+    assert [e["kind"] for e in _events(api, job_id)].count("notification_sent") == 1

@@ -98,3 +98,55 @@ def test_a_kaggle_job_s_eta_counts_the_quota_and_its_refresh() -> None:
     assert out.eta.finish_at == refresh + timedelta(hours=1, seconds=60 + 10 * 6)
     assert "at 30 h/week" in out.eta.text
     assert job_out(job, [done], now=NOW).eta.quota_waits == 0  # type: ignore[union-attr]
+
+
+def _running_job_with_history() -> tuple[Job, list[Segment]]:
+    """Segment 0 committed step 400 (6 s steps, 60 s outside steps, 20 s of it after the last
+    step) and ended 15 min ago; segment 1 launched 10 min ago with a 1 h limit and runs."""
+    job = Job(
+        id="j1",
+        user_id="u1",
+        backend="local",
+        name="r",
+        total_steps=1000,
+        steps_done=400,
+        failures=0,
+        pause_requested=False,
+        state="running",
+        spec={"session": {"limit_seconds": 3600.0}},
+        created_at=NOW,
+        updated_at=NOW,
+    )
+    done = _segment(
+        index=0,
+        state="succeeded",
+        start_step=0,
+        end_step=400,
+        launched_at=NOW - timedelta(minutes=80),
+        ended_at=NOW - timedelta(minutes=15),
+        timings={"startup": 30.0, "load": 10.0, "save": 20.0, "step_ema": 6.0},
+    )
+    running = _segment(
+        index=1,
+        start_step=400,
+        limit_seconds=3600.0,
+        launched_at=NOW - timedelta(minutes=10),
+    )
+    return job, [done, running]
+
+
+def test_a_running_job_s_eta_counts_from_its_live_step_and_the_time_its_session_has_left() -> None:
+    job, segments = _running_job_with_history()
+    # At step 800 the running session's 2980 s left (3600 - 600 elapsed - 20 s to save) hold the
+    # 200 steps still to go: done 1200 s from now, no more sessions.
+    segments[1].progress = {"step": 800, "step_seconds": 6.0, "at": NOW.timestamp()}
+    out = job_out(job, segments, now=NOW)
+    assert out.eta is not None
+    assert (out.eta.finish_at, out.eta.more_sessions) == (NOW + timedelta(seconds=1200), 0)
+    # At step 500 they hold 496 of the 500 to go: the last 4 run in one more session, launched
+    # after the 5 min the previous hand-over took, 60 s overhead + 4 steps after it starts.
+    segments[1].progress = {"step": 500, "step_seconds": 6.0, "at": NOW.timestamp()}
+    out = job_out(job, segments, now=NOW)
+    assert out.eta is not None
+    assert out.eta.more_sessions == 1
+    assert out.eta.finish_at == NOW + timedelta(seconds=2980 + 300 + 60 + 4 * 6)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tests.support.trainers import LinearTrainer, make_linear_trainer
+from worker import checkpoint
 from worker.boundary.contract import CheckpointRef
 from worker.boundary.manifest import CorruptCheckpoint, StaleCheckpoint, verify_checkpoint
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE
@@ -158,3 +159,26 @@ def test_stale_checkpoint_is_rejected(committed, expect):
     with pytest.raises(StaleCheckpoint, match="checkpoint is not the expected one") as stale:
         load_checkpoint(directory, expect)
     assert str(stale.value).endswith(wanted)
+
+
+def test_a_failure_writing_the_manifest_leaves_the_previous_checkpoint(
+    committed, tmp_path, monkeypatch
+):
+    """Commit order: the manifest is written before the rename, so a write that fails while the
+    manifest is half on disk leaves the previous commit in place, never a checkpoint directory
+    without a whole manifest; and the next commit succeeds."""
+    _, trainer = committed
+
+    def failing_write_manifest(directory, **fields):
+        (directory / MANIFEST_FILE).write_text('{"job_id": "job-1", "fi')
+        raise OSError("disk full")
+
+    trainer.train_step(5)
+    with monkeypatch.context() as patched:
+        patched.setattr(checkpoint, "write_manifest", failing_write_manifest)
+        with pytest.raises(OSError, match="disk full"):
+            commit_checkpoint(tmp_path, trainer, 6, capture_rng_state(), "job-1", 1)
+    assert verify_checkpoint(tmp_path / CHECKPOINT_DIR, EXPECT).step == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT_DIR]
+    commit_checkpoint(tmp_path, trainer, 6, capture_rng_state(), "job-1", 1)
+    assert verify_checkpoint(tmp_path / CHECKPOINT_DIR, CheckpointRef("job-1", 1, 6)).step == 6

@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -47,3 +48,31 @@ def test_command_names_with_spaces_and_parentheses_parse(tmp_path):
 def test_unreadable_proc_falls_back_to_import_time(tmp_path):
     assert process_start_time(tmp_path) == IMPORT_TIME
     assert process_start_time(fake_proc(tmp_path, "garbage", "1.0")) == IMPORT_TIME
+
+
+def test_the_origin_is_this_process_own_start_whatever_its_session_leader():
+    """The deadline's origin is the kernel's record of this very process's start: not the import
+    (3 s later here), not its parent's or its session leader's start (3 s earlier). The leader
+    is made here, a few seconds old, so the outcome never depends on how old the session leader
+    of the test run is (a leader older than the plausibility bound would hide a wrong origin
+    behind the import-time fallback)."""
+    measure = (
+        "import json, time; import psutil; time.sleep(3); "
+        "from worker.proctime import IMPORT_TIME, process_start_time; "
+        "print(json.dumps([process_start_time(), psutil.Process().create_time(), IMPORT_TIME]))"
+    )
+    leader = (
+        "import subprocess, sys, time; time.sleep(3); "
+        f"subprocess.run([sys.executable, '-c', {measure!r}], check=True)"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", leader],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        start_new_session=True,  # the leader is the parent, started 3 s before the process
+    )
+    started, kernel_says, imported = json.loads(ran.stdout)
+    assert abs(started - kernel_says) < 1.5
+    assert imported - started >= 3.0

@@ -273,3 +273,27 @@ def test_a_kaggle_lm_config_of_the_wrong_shape_gets_422(
     response = api.post("/api/v1/jobs", json=spec)
     assert response.status_code == 422, response.text
     assert response.json()["detail"][0]["loc"][:2] == ["body", "config"]
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "hours"), [("tpu", 9), ("t4x2", 12), ("none", 12)], ids=["tpu", "gpu", "cpu"]
+)
+def test_a_session_longer_than_kaggle_allows_for_the_accelerator_is_refused_at_submit(
+    api: TestClient, accelerator: str, hours: int
+) -> None:
+    """Kaggle ends a TPU session after 9 h and any other after 12 h: a limit one second over is
+    a 422 on session.limit_seconds that says so; the maximum itself passes that rule (the 422
+    that follows is the one for missing Kaggle credentials)."""
+
+    def submit(limit: float) -> dict[str, Any]:
+        spec = job_spec(backend="kaggle", kaggle={"accelerator": accelerator})
+        spec["session"]["limit_seconds"] = limit
+        response = api.post("/api/v1/jobs", json=spec)
+        assert response.status_code == 422, response.text
+        detail: dict[str, Any] = response.json()["detail"][0]
+        return detail
+
+    over = submit(hours * 3600 + 1)
+    assert over["loc"] == ["body", "session", "limit_seconds"]
+    assert f"Kaggle ends {accelerator} sessions after {hours * 3600} s" in over["msg"]
+    assert submit(hours * 3600)["loc"] == ["body", "backend"]

@@ -114,3 +114,21 @@ def test_a_cancel_that_the_backend_refuses_to_carry_out_still_ends(
     assert job.state == "cancelled"
     assert [s.state for s in segments] == ["abandoned"]
     assert len([record for record in caplog.records if record.exc_info]) == 1
+
+
+def test_the_wait_grows_with_each_consecutive_error_then_the_job_goes_on(
+    db: Database, tmp_path: Path
+) -> None:
+    """Backoff through the engine: the job's consecutive transient errors are counted, so each
+    wait is at least as long as the one before and the sixth is at least 32 s (2 s doubling,
+    equal jitter: the n-th wait lies in [2^(n-1), 2^n] s), whatever the jitter draws."""
+    outage: list[BaseException] = [Transient("503 Service Unavailable") for _ in range(6)]
+    engine, backend, clock, job_id = _setup(db, tmp_path, {"status": outage})
+    tick(engine, clock, 300)
+    assert job_and_segments(db, job_id)[0].state == "succeeded"
+    times = [at for name, at in backend.calls if name == "status"]
+    # The first seven calls are the six answered 503 and the one after them.
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times[:7])]
+    assert len(gaps) == 6
+    assert gaps == sorted(gaps), gaps
+    assert gaps[-1] >= 32, gaps

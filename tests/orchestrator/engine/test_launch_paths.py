@@ -187,3 +187,46 @@ def test_one_jobs_errors_do_not_hold_up_the_others(
     else:
         assert job.state == "failed"
         assert f"trouble with {troubled}" in (job.reason or "")
+
+
+class LostPushResponse(FakeBackend):
+    """Kaggle's shape: the push goes through but its response is lost (the engine stores no
+    handle), and a started session cannot be stopped (`cancel` says so)."""
+
+    def launch(self, request: LaunchRequest) -> str:
+        super().launch(request)
+        raise TimeoutError("the read timed out after the push was sent")
+
+    def cancel(self, handle: str) -> bool:
+        self._enter("cancel")
+        return False
+
+
+def test_a_cancel_after_a_push_whose_response_was_lost_finds_the_session_and_keeps_its_slot(
+    db: Database, tmp_path: Path
+) -> None:
+    """The launch ran, but the engine holds no handle for it. The cancel asks the backend what
+    runs under the launch id before it calls the segment cancelled: the session is found, the
+    segment is `cancelling` with its handle (its slot stays counted) until the session is seen
+    to end, and nothing is pushed again."""
+    clock = ManualClock()
+    backend = LostPushResponse(
+        tmp_path / "fake", session_seconds=60, poll_seconds=1, clock=clock.seconds
+    )
+    engine = _engine(db, backend, tmp_path, clock)
+    (job_id,) = submit_jobs(engine, 1)
+    tick(engine, clock, 1)
+    job, [segment] = job_and_segments(db, job_id)
+    assert (segment.state, segment.handle) == ("launching", None)
+    assert backend.launches() == [segment.launch_id]
+
+    engine.act(job.user_id, job_id, UserAction.CANCEL)
+    tick(engine, clock, 5)
+    _, [segment] = job_and_segments(db, job_id)
+    assert (segment.state, segment.handle) == ("cancelling", segment.launch_id)
+    assert backend.status(segment.launch_id) is SessionStatus.RUNNING
+
+    tick(engine, clock, 60)
+    job, [segment] = job_and_segments(db, job_id)
+    assert (job.state, segment.state) == ("cancelled", "cancelled")
+    assert backend.launches() == [segment.launch_id]

@@ -19,6 +19,7 @@ from tests.kaggle_emulator.kernel_sessions import WorkerStatus
 from tests.support.kaggle import account_on
 from worker.boundary.contract import SegmentSpec
 from worker.kaggle_access.client import KaggleAccount
+from worker.kaggle_access.kernel_script import LAUNCH_ID_MARK
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 
 CPU_PUSH = KernelPush(None, 60, False, True, [], [], [], None)
@@ -196,3 +197,39 @@ def test_a_fractional_limit_is_floored_for_the_kernel_and_its_worker_alike(
     assert embedded is not None
     planned = json.loads(ast.literal_eval(embedded.group(1)))["limit_seconds"]
     assert session.limit_seconds == planned == 10
+
+
+@pytest.mark.parametrize("reserve_hours", [0.5, 24.0])
+def test_the_quota_reserve_is_kept_back_from_what_segments_are_sized_to(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path, reserve_hours: float
+) -> None:
+    """The quota a segment is sized to is what Kaggle grants less the job's reserve (the last
+    session of the week stops that much early)."""
+    reserve = reserve_hours * 3600
+    quota = _backend(alice, tmp_path, quota_reserve_seconds=reserve).quota()
+    assert quota is not None
+    assert quota.seconds_left == 30 * 3600 - reserve
+
+
+def test_an_earlier_segment_is_found_at_its_own_version_while_a_later_one_runs(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    """Self-chaining: segments 0 and 1 pushed their successors themselves, so the kernel runs
+    segment 2 as version 3 when the orchestrator, restarted, asks for segment 0's session. It is
+    found, at version 1, so it is collected and never pushed again; a segment not pushed yet is
+    not found."""
+    backend = _backend(alice, tmp_path, self_chain=True, enable_internet=True)
+    kernel = JobKernel(alice, kernel_slug(JOB))
+    for index in (0, 1):
+        kernel.push(f"{LAUNCH_ID_MARK}{JOB}-{index:04d}\nprint('done')\n", CPU_PUSH)
+        _wait_status(emulator, kernel.ref, index + 1, {WorkerStatus.COMPLETE})
+    kernel.push(f"{LAUNCH_ID_MARK}{JOB}-0002\n{SLEEP}", CPU_PUSH)
+    _wait_status(emulator, kernel.ref, 3, {WorkerStatus.RUNNING})
+    for index, state in enumerate([SessionStatus.FINISHED] * 2 + [SessionStatus.RUNNING]):
+        found = backend.find(f"{JOB}-{index:04d}")
+        assert found is not None, index
+        handle = KaggleHandle.decode(found)
+        assert (handle.segment_index, handle.version, handle.job_id) == (index, index + 1, JOB)
+        assert backend.status(found) is state
+    assert backend.find(f"{JOB}-0003") is None
+    assert emulator.push_counts == {kernel.ref: 3}

@@ -1,0 +1,72 @@
+"""Checkpoint retention: pruning a job drops only that job's older and rejected checkpoint files,
+keeps the newest `keep` good ones and every row, and never touches another job's checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from orchestrator.db import Database
+from orchestrator.engine.checkpoints import CheckpointStore
+from orchestrator.models import Checkpoint
+from tests.support.engine_runs import fake_engine, submit_jobs
+from tests.support.fake_backend import FakeBackend
+from worker.boundary.manifest import verify_checkpoint, write_manifest
+
+
+@pytest.fixture
+def db(sqlite_db: Database) -> Database:
+    return sqlite_db
+
+
+def _commit(store: CheckpointStore, job_id: str, segment_index: int, step: int) -> None:
+    """A committed checkpoint in the store, as collect leaves one: files, manifest, row."""
+    directory = store.path(job_id, segment_index)
+    directory.mkdir(parents=True)
+    (directory / "trainer.pt").write_bytes(f"{job_id} {step}".encode())
+    manifest = write_manifest(
+        directory, job_id=job_id, segment_index=segment_index, step=step, model_digest="d"
+    )
+    with store.db.transaction() as session:
+        store.record(session, job_id, segment_index, step, manifest)
+
+
+def _verifies(store: CheckpointStore, job_id: str, segment_index: int) -> bool:
+    """Whether the checkpoint's files are still there; raises if they are, but damaged."""
+    directory = store.path(job_id, segment_index)
+    if not directory.exists():
+        return False
+    verify_checkpoint(directory)
+    return True
+
+
+def test_pruning_one_job_keeps_its_newest_and_never_touches_another_jobs_checkpoints(
+    db: Database, tmp_path: Path
+) -> None:
+    engine = fake_engine(db, FakeBackend(tmp_path / "fake"), tmp_path / "checkpoints")
+    mine, other = submit_jobs(engine, 2, total_steps=100)
+    store = CheckpointStore(db, tmp_path / "checkpoints", keep=2)
+    # The other job's checkpoints are newer by step than all of mine, and one is rejected.
+    for index, step in enumerate([10, 20, 30, 40]):
+        _commit(store, mine, index, step)
+    for index, step in enumerate([50, 60, 70, 80]):
+        _commit(store, other, index, step)
+    store.reject(mine, 3, "damaged in storage")
+    store.reject(other, 0, "damaged in storage")
+
+    store.prune(mine)
+
+    # Mine: the newest two good ones (steps 30 and 20) keep their files; the older one and the
+    # rejected one lose theirs; every row stays.
+    assert [_verifies(store, mine, index) for index in range(4)] == [False, True, True, False]
+    # The other job's, newer and rejected ones included, are all still there, byte for byte.
+    assert [_verifies(store, other, index) for index in range(4)] == [True] * 4
+    with db.transaction() as session:
+        rows = session.scalars(select(Checkpoint.job_id)).all()
+    assert sorted(rows) == sorted([mine] * 4 + [other] * 4)
+
+    store.prune(other)
+    assert [_verifies(store, other, index) for index in range(4)] == [False, False, True, True]
+    assert [_verifies(store, mine, index) for index in range(4)] == [False, True, True, False]
