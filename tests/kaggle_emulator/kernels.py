@@ -21,6 +21,7 @@ from tests.kaggle_emulator.accelerators import Accelerator, accelerator_for, mac
 from tests.kaggle_emulator.datasets import DatasetRegistry
 from tests.kaggle_emulator.errors import ApiError, bad_request, forbidden, not_found
 from tests.kaggle_emulator.faults import Faults
+from tests.kaggle_emulator.first_contact import SHELL_GET_ERROR, SHELL_PUSH_ERROR, FirstContact
 from tests.kaggle_emulator.kernel_sessions import (
     KernelSession,
     Mount,
@@ -116,7 +117,9 @@ class KernelRegistry:
         limits: KernelLimits,
         faults: Faults,
         session_tokens: dict[int, str] | None = None,
+        first_contact: FirstContact | None = None,
     ) -> None:
+        self.first_contact = first_contact or FirstContact()
         self._session_tokens = session_tokens
         self._root = root
         self._runner = runner
@@ -137,8 +140,14 @@ class KernelRegistry:
         if (request.language or "python") != "python":
             return PushResult(error=f"Language {request.language!r} is not supported here")
         accelerator = accelerator_for(request.machine_shape, request.enable_gpu, request.enable_tpu)
-        refusal = self._refusal(user, accelerator, now)
+        ref = f"{owner}/{slug}"
+        if self.first_contact.is_shell(ref):
+            return PushResult(error=SHELL_PUSH_ERROR)
+        refusal = self.first_contact.phone_refusal(
+            accelerator, request.enable_internet
+        ) or self._refusal(user, accelerator, now)
         if refusal:
+            self.first_contact.refused(ref, known=ref in self.kernels)
             return PushResult(error=refusal)
         result = PushResult()
         mounts = self._mounts(request, user, now, result)
@@ -162,6 +171,7 @@ class KernelRegistry:
             start_after=now + self._limits.queue_seconds,
             api_url=api_url,
             machine=machine_for(accelerator, self._limits.withheld_accelerators),
+            cut_keeps_output=self.first_contact.cut_keeps_output,
         )
         self._next_session_id += 1
         kernel.sessions.append(session)
@@ -321,7 +331,7 @@ class KernelRegistry:
             result = self._runner.result(session)
             if result is None:
                 return
-            status, message = outcome(result, session.limit_seconds)
+            status, message = outcome(result, session.limit_seconds, session.cut_keeps_output)
             session.output_kept = not result.output_dropped
             session.failure_message = message
         elif state is SessionState.LOST and session.status is WorkerStatus.CANCEL_REQUESTED:
@@ -355,6 +365,8 @@ class KernelRegistry:
     # ---- reads ------------------------------------------------------------------------
 
     def get(self, owner: str, slug: str, user: str) -> Kernel:
+        if self.first_contact.is_shell(f"{owner}/{slug}"):
+            raise ApiError(500, SHELL_GET_ERROR)
         kernel = self.kernels.get(f"{owner}/{slug}")
         if kernel is None:
             raise not_found(f"Kernel {owner}/{slug}")

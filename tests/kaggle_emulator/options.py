@@ -57,6 +57,14 @@ class EmulatorOptions:
     send_zero_fields: bool = False
     # Calls per user per minute before 429 with Retry-After; None: no limit.
     rate_limit_per_minute: float | None = 1200.0
+    # First contact with a real account (issue 17; docs/kaggle-emulator.md, "First contact"):
+    # a refused first push leaves an empty kernel "shell" (later pushes: "Notebook not found",
+    # GetKernel: 500);
+    refused_push_leaves_shell: bool = False
+    # a session cut at its limit ends CANCEL_ACKNOWLEDGED and keeps its partial output;
+    cut_keeps_output: bool = False
+    # an account without phone verification cannot push GPU or internet-enabled kernels.
+    phone_verified: bool = True
     python: str = sys.executable
     repo_root: Path = REPO_ROOT
 

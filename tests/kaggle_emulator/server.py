@@ -109,12 +109,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"code": 404, "message": f"{service}/{method} is not emulated"})
             return
         fault = self.state.faults.draw(method)
-        if fault is not None and fault is not FaultKind.LOST_RESPONSE:
+        after_effect = (FaultKind.LOST_RESPONSE, FaultKind.SERVER_ERROR_AFTER_EFFECT)
+        if fault is not None and fault not in after_effect:
             self._fail_before(fault, transfer=False)
             return
         status, reply = self._call(handler, method, body)
         if fault is FaultKind.LOST_RESPONSE:
             self._drop()
+        elif fault is FaultKind.SERVER_ERROR_AFTER_EFFECT:
+            self._fail_before(FaultKind.SERVER_ERROR, transfer=False)
         elif isinstance(reply, Redirect):
             self._send(302, b"", "text/plain", {"Location": reply.url})
         elif isinstance(reply, RateLimited):

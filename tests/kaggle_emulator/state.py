@@ -12,6 +12,7 @@ from tests.kaggle_emulator.blobs import BlobStore
 from tests.kaggle_emulator.calls import CallLog
 from tests.kaggle_emulator.datasets import DatasetRegistry, DatasetTiming
 from tests.kaggle_emulator.faults import Faults
+from tests.kaggle_emulator.first_contact import FirstContact
 from tests.kaggle_emulator.kernels import KernelLimits, KernelRegistry
 from tests.kaggle_emulator.options import EmulatorOptions
 from tests.kaggle_emulator.quota import QuotaWeek
@@ -91,6 +92,11 @@ class EmulatorState:
             limits,
             self.faults,
             self.session_tokens if options.session_tokens else None,
+            FirstContact(
+                refused_push_leaves_shell=options.refused_push_leaves_shell,
+                cut_keeps_output=options.cut_keeps_output,
+                phone_verified=options.phone_verified,
+            ),
         )
         (root / "sessions").mkdir(parents=True, exist_ok=True)
 

@@ -25,16 +25,25 @@ from orchestrator.backends.base import (
     Slot,
     Transient,
 )
-from orchestrator.backends.kaggle.findings import AccountFindings, RunningSince
+from orchestrator.backends.kaggle.findings import AccountFindings, JobKernelRecord, RunningSince
 from orchestrator.backends.kaggle.packaging import code_archive
 from orchestrator.launch_id import LaunchId
 from orchestrator.spec import Accelerator, KaggleSpec
 from worker.accelerator import Accelerators
 from worker.contract import CHECKPOINT_DIR, RESULT_FILE, ExpectedCheckpoint, SegmentResult
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
-from worker.kaggle_access.client import KaggleAccount
+from worker.kaggle_access.client import KaggleAccount, KaggleServerError
+from worker.kaggle_access.errors import AccountRefused
 from worker.kaggle_access.kernel_script import kernel_source
-from worker.kaggle_access.kernels import JobKernel, KernelPush, KernelStatus
+from worker.kaggle_access.kernels import (
+    JobKernel,
+    KernelPush,
+    KernelShell,
+    KernelStatus,
+    PushDeferred,
+    PushedVersion,
+    PushRefused,
+)
 from worker.kaggle_access.sources import check_dataset_sources
 from worker.manifest import CorruptCheckpoint, verify_checkpoint
 
@@ -46,6 +55,8 @@ STALE_AFTER_SECONDS = 900.0
 VERSION_FOLDER = re.compile(r"/versions/\d+/?$")
 # A downloaded checkpoint that fails verification is fetched again this many times.
 DOWNLOAD_ATTEMPTS = 3
+# Fresh slugs one launch may move to when Kaggle answers "Notebook not found" (a shell).
+MAX_FRESH_SLUGS = 3
 
 
 def kernel_slug(job_id: str) -> str:
@@ -119,7 +130,9 @@ class KaggleBackend:
         self.options = options
         self.workdir = workdir
         self.clock = clock
-        self.kernel = JobKernel(account, kernel_slug(job_id))
+        # The slug the job pushes to: `baton-<job>`, or a fresh one after Kaggle left a shell.
+        self.kernel_record = JobKernelRecord(workdir / "kernel.json", kernel_slug(job_id))
+        self.kernel = JobKernel(account, self.kernel_record.load().slug)
         self.dataset = CheckpointDataset(account, dataset_slug(job_id), workdir / "publish")
         self.account = account
         self.running_since = RunningSince(workdir / "running-since.json")
@@ -144,7 +157,7 @@ class KaggleBackend:
             model_sources=self.options.model_sources,
             docker_image=self.options.docker_image,
         )
-        kernel_options = self._kernel_options(push)
+        checkpoint_file = None
         if spec.expect is not None:
             if request.resume_from is None:
                 raise Transient("the checkpoint to resume from is not collected yet")
@@ -153,10 +166,17 @@ class KaggleBackend:
                 push,
                 dataset_sources=[self._checkpoint_source(published), *push.dataset_sources],
             )
-            kernel_options["checkpoint_file"] = published.file_name
+            checkpoint_file = published.file_name
         code = code_archive(spec.trainer, self.trainer_paths)
-        source = kernel_source(request.launch_id, spec, kernel_options, code)
-        pushed = self.kernel.push(source, push)
+
+        def source() -> str:
+            # Built per slug: a self-chaining kernel pushes its successor to its own slug.
+            kernel_options = self._kernel_options(push)
+            if checkpoint_file is not None:
+                kernel_options["checkpoint_file"] = checkpoint_file
+            return kernel_source(request.launch_id, spec, kernel_options, code)
+
+        pushed = self._push(source, push)
         handle = KaggleHandle(
             self.kernel.ref, spec.segment_index, pushed.version, spec.job_id, spec.limit_seconds
         )
@@ -171,6 +191,26 @@ class KaggleBackend:
                 f"started without them and may run on: stop it at {self.kernel.url}"
             )
         return handle.encode()
+
+    def _push(self, source: Callable[[], str], push: KernelPush) -> PushedVersion:
+        """Push under the job's slug; where Kaggle left that slug an empty shell (a refused first
+        push), go on under a fresh slug, recorded in the job's folder. Nothing ran under the
+        shell, so the segment still gets one session."""
+        for _ in range(MAX_FRESH_SLUGS):
+            try:
+                pushed = self.kernel.push(source(), push)
+            except KernelShell:
+                self.kernel = JobKernel(self.account, self.kernel_record.abandon_shell())
+                continue
+            except (PushDeferred, PushRefused, AccountRefused):
+                self.kernel_record.pushed(accepted=False)
+                raise
+            self.kernel_record.pushed(accepted=True)
+            return pushed
+        raise Rejected(
+            f"Kaggle answered 'Notebook not found' for {MAX_FRESH_SLUGS} fresh kernel slugs in a "
+            f"row (the last {self.kernel.ref}); check the account on kaggle.com"
+        )
 
     def _kernel_options(self, push: KernelPush) -> dict[str, Any]:
         """What the kernel script needs besides its segment; no secrets, ever."""
@@ -210,7 +250,15 @@ class KaggleBackend:
         return f"{self.dataset.ref}/{published.version}"
 
     def find(self, launch_id: str) -> str | None:
-        current = self.kernel.current_launch()
+        try:
+            current = self.kernel.current_launch()
+        except KaggleServerError:
+            # A slug whose only pushes were refused and whose GetKernel keeps answering 500 is
+            # a shell (issue 17): nothing runs under it. Anything else is a passing outage.
+            if self.kernel_record.get_failed():
+                return None
+            raise
+        self.kernel_record.get_answered()
         if current is None:
             return None
         current_id, current_version = current
@@ -229,7 +277,7 @@ class KaggleBackend:
     def status(self, handle: str) -> SessionStatus:
         """One GetKernelSessionStatus call, for the handle's own version."""
         decoded = KaggleHandle.decode(handle)
-        status, _ = self.kernel.status(decoded.version)
+        status, _ = self._kernel_of(decoded).status(decoded.version)
         if status is KernelStatus.QUEUED:
             return SessionStatus.QUEUED
         if status is KernelStatus.RUNNING:
@@ -239,9 +287,16 @@ class KaggleBackend:
             return SessionStatus.FINISHED if stale else SessionStatus.RUNNING
         return SessionStatus.FINISHED
 
+    def _kernel_of(self, handle: KaggleHandle) -> JobKernel:
+        """The kernel a segment was pushed to (an earlier slug's, before a shell moved the job)."""
+        owner, _, slug = handle.kernel.partition("/")
+        if not slug or handle.kernel == self.kernel.ref or owner != self.account.username:
+            return self.kernel
+        return JobKernel(self.account, slug)
+
     def _superseded(self, handle: KaggleHandle) -> bool:
         """A later segment was pushed on this kernel (by this one, self-chaining)."""
-        current = self.kernel.current_launch()
+        current = self._kernel_of(handle).current_launch()
         return current is not None and segment_of(current[0]) > handle.segment_index
 
     def collect(self, handle: str, store: Path) -> Collected:
@@ -283,13 +338,13 @@ class KaggleBackend:
                 return None
             if self._superseded(handle):
                 return "the segment's output was replaced by a later version and not published"
-        return self._download(staging, handle.version)
+        return self._download(staging, self._kernel_of(handle), handle.version)
 
-    def _download(self, staging: Path, version: int | None) -> str | None:
+    def _download(self, staging: Path, kernel: JobKernel, version: int | None) -> str | None:
         """Fetch one version's output into `staging`; a reason when there is none to use."""
-        status, message = self.kernel.status(version)
+        status, message = kernel.status(version)
         shutil.rmtree(staging, ignore_errors=True)
-        self.kernel.download_output(staging, version)
+        kernel.download_output(staging, version)
         if (staging / RESULT_FILE).exists():
             return None
         if status is KernelStatus.CANCELLED:
@@ -338,8 +393,9 @@ class KaggleBackend:
     def log(self, handle: str) -> str | None:
         """The log Kaggle kept with the output, once collected (a running kernel's is not
         readable through the API)."""
-        index = KaggleHandle.decode(handle).segment_index
-        path = self.workdir / "output" / f"{index:05d}" / f"{self.kernel.slug}.log"
+        decoded = KaggleHandle.decode(handle)
+        slug = self._kernel_of(decoded).slug
+        path = self.workdir / "output" / f"{decoded.segment_index:05d}" / f"{slug}.log"
         try:
             return path.read_text(errors="replace")
         except OSError:
