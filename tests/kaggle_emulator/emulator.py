@@ -130,6 +130,12 @@ class Emulator:
             found = sorted(self.state.kernels.sessions.values(), key=lambda s: s.id)
         return [s for s in found if kernel_ref is None or s.kernel_ref == kernel_ref]
 
+    @property
+    def shells(self) -> set[str]:
+        """Kernels ("owner/slug") a refused first push left empty (`refused_push_leaves_shell`)."""
+        with self.state.lock:
+            return set(self.state.kernels.first_contact.shells)
+
     def dataset(self, ref: str) -> Dataset | None:
         with self.state.lock:
             return next((d for d in self.state.datasets.all() if d.ref == ref), None)

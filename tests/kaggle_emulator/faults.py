@@ -22,6 +22,8 @@ class FaultKind(enum.StrEnum):
     LOST_RESPONSE = "lost_response"  # the call takes effect, then the connection closes
     # The call takes effect, then answers 500: CreateDataset in kaggle-api #424 (issue 17).
     SERVER_ERROR_AFTER_EFFECT = "500_after_effect"
+    # 404 before handling, no side effect: a read that lags behind a fresh write (scripted only).
+    NOT_FOUND = "404"
     STALE_MOUNT = "stale_mount"  # a kernel mounts the version before the one it named
     DATASET_OUTCOME = "dataset_outcome"  # a dataset version ends other than READY
 

@@ -88,6 +88,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault is FaultKind.SERVER_ERROR:
             status = 503 if transfer else 500
             self._send_json(status, {"code": status, "message": "Internal error (injected)"})
+        elif fault is FaultKind.NOT_FOUND:
+            self._send_json(404, {"code": 404, "message": "Not found (injected)"})
         else:
             self._drop()
 

@@ -30,7 +30,13 @@ from orchestrator.backends.kaggle.packaging import code_archive
 from orchestrator.launch_id import LaunchId
 from orchestrator.spec import Accelerator, KaggleSpec
 from worker.accelerator import Accelerators
-from worker.contract import CHECKPOINT_DIR, RESULT_FILE, ExpectedCheckpoint, SegmentResult
+from worker.contract import (
+    CHECKPOINT_DIR,
+    RESULT_FILE,
+    ExpectedCheckpoint,
+    Outcome,
+    SegmentResult,
+)
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
 from worker.kaggle_access.client import KaggleAccount, KaggleServerError
 from worker.kaggle_access.errors import AccountRefused
@@ -45,7 +51,7 @@ from worker.kaggle_access.kernels import (
     PushRefused,
 )
 from worker.kaggle_access.sources import check_dataset_sources
-from worker.manifest import CorruptCheckpoint, verify_checkpoint
+from worker.manifest import CorruptCheckpoint, read_manifest, verify_checkpoint
 
 # A status still RUNNING this long after the session's own limit (counted from the first RUNNING
 # Baton saw, never from the push: a GPU queue can hold a session for long) is stale (the API and
@@ -81,6 +87,7 @@ class KaggleHandle:
     version: int | None
     job_id: str = ""
     limit_seconds: float = 0.0  # the session's own limit; 0 when unknown (adopted pushes)
+    start_step: int = 0  # where the segment started; 0 when unknown (adopted pushes)
 
     def encode(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -178,7 +185,12 @@ class KaggleBackend:
 
         pushed = self._push(source, push)
         handle = KaggleHandle(
-            self.kernel.ref, spec.segment_index, pushed.version, spec.job_id, spec.limit_seconds
+            self.kernel.ref,
+            spec.segment_index,
+            pushed.version,
+            spec.job_id,
+            spec.limit_seconds,
+            spec.expect.step if spec.expect is not None else 0,
         )
         refused = [s for s in pushed.invalid_sources if s.startswith(f"{self.dataset.ref}/")]
         if refused:
@@ -308,6 +320,11 @@ class KaggleBackend:
                 return Collected(None, None, None, None, problem)
         try:
             result = SegmentResult.read(staging / RESULT_FILE)
+        except FileNotFoundError as exc:
+            cut = _cut_result(staging, decoded)
+            if cut is None:
+                return Collected(None, None, None, None, f"no usable {RESULT_FILE}: {exc}")
+            result = cut
         except (OSError, ValueError, TypeError) as exc:
             return Collected(None, None, None, None, f"no usable {RESULT_FILE}: {exc}")
         mismatch = _foreign_result(result, decoded)
@@ -346,6 +363,11 @@ class KaggleBackend:
         shutil.rmtree(staging, ignore_errors=True)
         kernel.download_output(staging, version)
         if (staging / RESULT_FILE).exists():
+            return None
+        if (staging / CHECKPOINT_DIR).is_dir():
+            # A session cut at its limit ends CANCEL_ACKNOWLEDGED and keeps its partial output
+            # (issue 17): a checkpoint committed before the cut is committed work; collect
+            # verifies it.
             return None
         if status is KernelStatus.CANCELLED:
             return "the kernel session was cancelled; its output is lost"
@@ -427,6 +449,24 @@ class KaggleBackend:
 
 def _seconds(duration: timedelta | None) -> float:
     return duration.total_seconds() if duration is not None else 0.0
+
+
+def _cut_result(staging: Path, handle: KaggleHandle) -> SegmentResult | None:
+    """The result of a session cut before it wrote result.json, from the checkpoint it had
+    committed (its manifest names job, segment and step; collect verifies every file)."""
+    try:
+        manifest = read_manifest(staging / CHECKPOINT_DIR)
+    except (CorruptCheckpoint, OSError, ValueError):
+        return None
+    return SegmentResult(
+        job_id=manifest.job_id,
+        segment_index=manifest.segment_index,
+        outcome=Outcome.STOPPED,
+        start_step=handle.start_step,
+        end_step=manifest.step,
+        limit_seconds=handle.limit_seconds,
+        model_digest=manifest.model_digest,
+    )
 
 
 def _foreign_result(result: SegmentResult, handle: KaggleHandle) -> str | None:

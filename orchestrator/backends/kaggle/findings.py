@@ -80,7 +80,7 @@ class RunningSince:
 
 # GetKernel answering 500 this many times in a row for a slug whose only pushes were refused means
 # the slug is an empty "shell" (issue 17): nothing can run under it.
-SHELL_AFTER_ERRORS = 3
+SHELL_AFTER_ERRORS = 2
 
 
 @dataclass(frozen=True)
