@@ -18,6 +18,7 @@ from orchestrator.backends.sessions import SessionState
 from orchestrator.backends.supervisor import LOG_FILE, WORKING_DIR
 from tests.kaggle_emulator import quota, wire
 from tests.kaggle_emulator.accelerators import Accelerator, accelerator_for, machine_for
+from tests.kaggle_emulator.data_sources import DataSources
 from tests.kaggle_emulator.datasets import DatasetRegistry
 from tests.kaggle_emulator.errors import ApiError, bad_request, forbidden, not_found
 from tests.kaggle_emulator.faults import Faults
@@ -118,7 +119,9 @@ class KernelRegistry:
         faults: Faults,
         session_tokens: dict[int, str] | None = None,
         first_contact: FirstContact | None = None,
+        data_sources: DataSources | None = None,
     ) -> None:
+        self.data_sources = data_sources or DataSources()
         self.first_contact = first_contact or FirstContact()
         self._session_tokens = session_tokens
         self._root = root
@@ -238,8 +241,18 @@ class KernelRegistry:
                 result.invalid_kernel_sources.append(source)
             else:
                 mounts.append(mount)
-        result.invalid_model_sources.extend(request.model_sources)
-        result.invalid_competition_sources.extend(request.competition_sources)
+        for source in request.model_sources:
+            mount = self.data_sources.model(source)
+            if mount is None:
+                result.invalid_model_sources.append(source)
+            else:
+                mounts.append(mount)
+        for source in request.competition_sources:
+            mount = self.data_sources.competition(source)
+            if mount is None:
+                result.invalid_competition_sources.append(source)
+            else:
+                mounts.append(mount)
         return mounts
 
     def _dataset_mount(self, source: str, user: str, now: float) -> Mount | None:
@@ -268,11 +281,17 @@ class KernelRegistry:
         return Mount(layout, version.directory)
 
     def _kernel_mount(self, source: str, user: str) -> Mount | None:
-        kernel = self.kernels.get(source)
-        if kernel is None or kernel.owner != user:
+        named = self.data_sources.kernel_source(source)
+        kernel = self.kernels.get(named[0]) if named is not None else None
+        if named is None or kernel is None or kernel.owner != user:
             return None
         done = [s for s in kernel.sessions if s.status is WorkerStatus.COMPLETE and s.output_kept]
-        return Mount(kernel.slug, done[-1].root / WORKING_DIR) if done else None
+        if named[1] is not None:
+            done = [s for s in done if s.version == named[1]]
+        if not done:
+            return None
+        name = self.data_sources.kernel_mount_name(kernel.owner, kernel.slug)
+        return Mount(name, done[-1].root / WORKING_DIR)
 
     def _kernel(self, owner: str, slug: str, request: PushRequest) -> Kernel:
         ref = f"{owner}/{slug}"

@@ -63,8 +63,16 @@ class EmulatorOptions:
     refused_push_leaves_shell: bool = False
     # a session cut at its limit ends CANCEL_ACKNOWLEDGED and keeps its partial output;
     cut_keeps_output: bool = False
-    # an account without phone verification cannot push GPU or internet-enabled kernels.
+    # an account without phone verification cannot push GPU or internet-enabled kernels;
     phone_verified: bool = True
+    # a pinned kernel source (owner/slug/N) is accepted and the latest version mounted instead.
+    pinned_kernel_sources_dropped: bool = False
+    # Models ("owner/model/framework/variation/version" -> files) and competitions (slug ->
+    # files) a push may mount (data_sources.py), and where kernel outputs are mounted:
+    # "notebooks" (input/notebooks/<owner>/<slug>) or "flat" (input/<slug>, older images).
+    models: dict[str, Path] = field(default_factory=dict)
+    competitions: dict[str, Path] = field(default_factory=dict)
+    kernel_mount_layout: str = "notebooks"
     python: str = sys.executable
     repo_root: Path = REPO_ROOT
 
@@ -86,5 +94,7 @@ class EmulatorOptions:
     def __post_init__(self) -> None:
         if self.mount_layout not in ("flat", "datasets", "versioned"):
             raise ValueError("mount_layout must be flat, datasets or versioned")
+        if self.kernel_mount_layout not in ("notebooks", "flat"):
+            raise ValueError("kernel_mount_layout must be notebooks or flat")
         if self.gpu_overflow not in ("reject", "queue"):
             raise ValueError(f"gpu_overflow must be 'reject' or 'queue', not {self.gpu_overflow!r}")

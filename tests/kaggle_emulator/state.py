@@ -10,6 +10,7 @@ from pathlib import Path
 from tests.kaggle_emulator.accelerators import Accelerator
 from tests.kaggle_emulator.blobs import BlobStore
 from tests.kaggle_emulator.calls import CallLog
+from tests.kaggle_emulator.data_sources import DataSources
 from tests.kaggle_emulator.datasets import DatasetRegistry, DatasetTiming
 from tests.kaggle_emulator.faults import Faults
 from tests.kaggle_emulator.first_contact import FirstContact
@@ -96,6 +97,12 @@ class EmulatorState:
                 refused_push_leaves_shell=options.refused_push_leaves_shell,
                 cut_keeps_output=options.cut_keeps_output,
                 phone_verified=options.phone_verified,
+            ),
+            DataSources(
+                models=dict(options.models),
+                competitions=dict(options.competitions),
+                kernel_mount_layout=options.kernel_mount_layout,
+                pinned_kernel_sources_dropped=options.pinned_kernel_sources_dropped,
             ),
         )
         (root / "sessions").mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import requests
@@ -98,6 +98,7 @@ class KernelPush:
     kernel_sources: list[str]
     model_sources: list[str]
     docker_image: str | None
+    competition_sources: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ class JobKernel:
         request.dataset_data_sources = push.dataset_sources
         request.kernel_data_sources = push.kernel_sources
         request.model_data_sources = push.model_sources
+        request.competition_data_sources = push.competition_sources
         request.docker_image = push.docker_image
         response = self.account.call(
             "SaveKernel", lambda c: c.kernels.kernels_api_client.save_kernel(request)
@@ -154,6 +156,7 @@ class JobKernel:
             *(response.invalid_dataset_sources or []),
             *(response.invalid_kernel_sources or []),
             *(response.invalid_model_sources or []),
+            *(response.invalid_competition_sources or []),
         )
         return PushedVersion(response.version_number or None, tuple(invalid))
 

@@ -163,6 +163,7 @@ class KaggleBackend:
             kernel_sources=self.options.kernel_sources,
             model_sources=self.options.model_sources,
             docker_image=self.options.docker_image,
+            competition_sources=self.options.competition_sources,
         )
         checkpoint_file = None
         if spec.expect is not None:

@@ -205,3 +205,45 @@ def test_a_500_on_create_with_the_storage_full_names_the_storage_limit(tmp_path:
         assert refusals
         assert "private dataset storage is full" in refusals[0]
         assert len(em.calls("StartBlobUpload")) <= 3
+
+
+def test_a_five_part_model_source_and_a_competition_are_accepted_and_mounted(
+    tmp_path: Path,
+) -> None:
+    weights = tmp_path / "model"
+    weights.mkdir()
+    (weights / "weights.txt").write_text("w")
+    data = tmp_path / "titanic"
+    data.mkdir()
+    (data / "train.csv").write_text("a,b\n")
+    with start_emulator(
+        tmp_path / "emulator",
+        **FAST_EMULATOR,
+        models={"google/gemma/pytorch/2b/1": weights},
+        competitions={"titanic": data},
+    ) as emulator:
+        backend = _backend(
+            account_on(emulator),
+            tmp_path,
+            accelerator="none",
+            model_sources=["google/gemma/pytorch/2b/1"],
+            competition_sources=["titanic"],
+        )
+        segment = SegmentSpec(JOB, 0, "trainers.tiny_lm:TinyCharLM", {}, 10, 10)
+        backend.launch(LaunchRequest(f"{JOB}-0000", segment, None))
+        (session,) = emulator.sessions(f"alice/{kernel_slug(JOB)}")
+    names = {mount.name for mount in session.mounts}
+    assert names == {"models/google/gemma/pytorch/2b/1", "competitions/titanic"}
+
+
+def test_a_model_source_kaggle_cannot_mount_is_a_refusal_naming_it(tmp_path: Path) -> None:
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR) as emulator:
+        backend = _backend(
+            account_on(emulator),
+            tmp_path,
+            accelerator="none",
+            model_sources=["google/gemma/pytorch/7b"],
+        )
+        segment = SegmentSpec(JOB, 0, "trainers.tiny_lm:TinyCharLM", {}, 10, 10)
+        with pytest.raises(Rejected, match="google/gemma/pytorch/7b"):
+            backend.launch(LaunchRequest(f"{JOB}-0000", segment, None))
