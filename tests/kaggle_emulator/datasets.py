@@ -44,6 +44,13 @@ OUTCOMES = ("READY", "FAILED", "DELETED", "REPROCESSING")
 class DatasetTiming:
     processing_seconds: float
     not_found_seconds: float
+    # Processing also takes size / this (Kaggle copies, decompresses and indexes every byte);
+    # None: a fixed `processing_seconds` whatever the size.
+    bytes_per_second: float | None = None
+
+    def processing(self, size: int) -> float:
+        rate = self.bytes_per_second
+        return self.processing_seconds + (size / rate if rate else 0.0)
 
 
 @dataclass
@@ -209,7 +216,10 @@ class DatasetRegistry:
             number=number,
             created_at=now,
             visible_at=now + self._timing.not_found_seconds,
-            ready_at=now + self._timing.processing_seconds,
+            ready_at=now
+            + self._timing.processing(
+                sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+            ),
             notes=notes,
             directory=directory,
             archive=archive,

@@ -34,6 +34,7 @@ class FirstContact:
     refused_push_leaves_shell: bool = False
     cut_keeps_output: bool = False
     phone_verified: bool = True
+    internet_off_blocks_api: bool = True
     # "owner/slug" of kernels whose first push was refused: empty, and broken for good.
     shells: set[str] = field(default_factory=set)
 

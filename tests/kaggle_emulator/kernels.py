@@ -16,7 +16,7 @@ from secrets import token_urlsafe
 
 from orchestrator.backends.sessions import SessionState
 from orchestrator.backends.supervisor import LOG_FILE, WORKING_DIR
-from tests.kaggle_emulator import quota, wire
+from tests.kaggle_emulator import quota
 from tests.kaggle_emulator.accelerators import Accelerator, accelerator_for, machine_for
 from tests.kaggle_emulator.data_sources import DataSources
 from tests.kaggle_emulator.datasets import DatasetRegistry
@@ -31,6 +31,9 @@ from tests.kaggle_emulator.kernel_sessions import (
 )
 from tests.kaggle_emulator.runner import SCRIPT_NAME, SessionRunner
 from tests.kaggle_emulator.user_secrets import UserSecrets
+
+# Where an internet-off session's API calls go: nowhere (the discard port refuses them).
+OFFLINE_API_URL = "http://127.0.0.1:9"
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,7 @@ class KernelRegistry:
             mounts=mounts,
             queued_at=now,
             start_after=now + self._limits.queue_seconds,
-            api_url=api_url,
+            api_url=api_url if self._reaches_api(request) else OFFLINE_API_URL,
             machine=machine_for(accelerator, self._limits.withheld_accelerators),
             cut_keeps_output=self.first_contact.cut_keeps_output,
         )
@@ -182,6 +185,9 @@ class KernelRegistry:
         self.push_counts[kernel.ref] += 1
         result.kernel, result.session = kernel, session
         return result
+
+    def _reaches_api(self, request: PushRequest) -> bool:
+        return bool(request.enable_internet) or not self.first_contact.internet_off_blocks_api
 
     def _identify(self, request: PushRequest, user: str) -> tuple[str, str]:
         if request.slug:
@@ -211,10 +217,10 @@ class KernelRegistry:
             return None
         report = self.quota(user, accelerator, now)
         if quota.exhausted(report.used, report.allowance):
+            # Kaggle's own text, as field logs show it; it names no refresh time.
             return (
-                f"Accelerator quota exceeded: you have used your {accelerator.upper()} quota of "
-                f"{report.allowance / 3600:g} hours for this week. It refreshes at "
-                f"{wire.timestamp(report.refresh_time)}. Turn off the accelerator to run now."
+                f"Maximum weekly {accelerator.upper()} quota of "
+                f"{report.allowance / 3600:.2f} hours reached."
             )
         active_gpu = [s for s in self._active(user) if s.accelerator is Accelerator.GPU]
         if (
@@ -222,7 +228,7 @@ class KernelRegistry:
             and self._limits.gpu_overflow == "reject"
             and len(active_gpu) >= self._limits.max_gpu_sessions
         ):
-            return f"Maximum batch GPU session count of {self._limits.max_gpu_sessions} reached"
+            return f"Maximum batch GPU session count of {self._limits.max_gpu_sessions} reached."
         return None
 
     def _mounts(

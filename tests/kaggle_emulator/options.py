@@ -57,6 +57,12 @@ class EmulatorOptions:
     send_zero_fields: bool = False
     # Calls per user per minute before 429 with Retry-After; None: no limit.
     rate_limit_per_minute: float | None = 1200.0
+    # A 429's body as Kaggle sends it (kaggle-api #931): {"error": {"code": 429, ...,
+    # "status": "RESOURCE_EXHAUSTED"}}; False: the old {"code": 429, "message": ...}.
+    rate_limit_google_body: bool = True
+    # A kernel pushed with internet off cannot reach the API (Kaggle's sessions without
+    # internet have no route out); False: every session can call back, as before.
+    internet_off_blocks_api: bool = True
     # First contact with a real account (issue 17; docs/kaggle-emulator.md, "First contact"):
     # a refused first push leaves an empty kernel "shell" (later pushes: "Notebook not found",
     # GetKernel: 500);
@@ -85,6 +91,9 @@ class EmulatorOptions:
     # Datasets
     dataset_processing_seconds: float = 1.0
     dataset_not_found_seconds: float = 0.3
+    # Processing grows with a version's size: this many bytes a second on top of
+    # dataset_processing_seconds (None: the fixed time whatever the size).
+    dataset_bytes_per_second: float | None = None
     unpack_archives: bool = True
     dataset_files_page_size: int = 20
     # Bytes of private datasets (every version counts) a user may keep; None: no limit. Past it

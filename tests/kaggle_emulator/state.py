@@ -45,14 +45,18 @@ class EmulatorState:
         self.clock = options.clock
         self.lock = threading.RLock()
         self.faults = Faults()
-        self.calls = CallLog(options.rate_limit_per_minute)
+        self.calls = CallLog(options.rate_limit_per_minute, options.rate_limit_google_body)
         self.internal_errors: list[str] = []  # tracebacks of emulator bugs; tests assert none
         # Download and upload URLs carry this instead of credentials, like signed URLs.
         self.url_secret = secrets.token_urlsafe(12)
         self.blobs = BlobStore(root / "blobs")
         self.datasets = DatasetRegistry(
             root / "datasets",
-            DatasetTiming(options.dataset_processing_seconds, options.dataset_not_found_seconds),
+            DatasetTiming(
+                options.dataset_processing_seconds,
+                options.dataset_not_found_seconds,
+                options.dataset_bytes_per_second,
+            ),
             options.unpack_archives,
             self.faults.take_dataset_outcome,
             options.private_storage_bytes,
@@ -97,6 +101,7 @@ class EmulatorState:
                 refused_push_leaves_shell=options.refused_push_leaves_shell,
                 cut_keeps_output=options.cut_keeps_output,
                 phone_verified=options.phone_verified,
+                internet_off_blocks_api=options.internet_off_blocks_api,
             ),
             DataSources(
                 models=dict(options.models),
