@@ -30,7 +30,7 @@ class RateLimited(ApiError):
     from a top-level `code`); otherwise the emulator's old `{"code", "message"}`."""
 
     def __init__(self, retry_after: float, google_body: bool = True) -> None:
-        super().__init__(429, "Resource has been exhausted (e.g. check quota).")
+        super().__init__(429, "Too many requests")
         self.retry_after = retry_after
         self.google_body = google_body
 
