@@ -106,3 +106,36 @@ def _reaches_api(emulator: Emulator, slug: str, internet: bool) -> str:
 def test_an_internet_off_session_cannot_reach_the_api(emulator: Emulator) -> None:
     assert _reaches_api(emulator, "online", internet=True) == "reached"
     assert _reaches_api(emulator, "offline", internet=False).startswith("blocked")
+
+
+def _finished(emulator: Emulator, ref: str) -> Path:
+    deadline = time.monotonic() + 60
+    while emulator.sessions(ref)[-1].status is not WorkerStatus.COMPLETE:
+        assert time.monotonic() < deadline, emulator.sessions(ref)
+        time.sleep(0.1)
+    return emulator.sessions(ref)[-1].root
+
+
+@pytest.mark.parametrize("dropped", [False, True], ids=["honoured", "dropped"])
+def test_kernel_outputs_mount_under_notebooks_and_a_pin_may_be_dropped(
+    tmp_path: Path, dropped: bool
+) -> None:
+    cpu = KernelPush(None, 60, False, True, [], [], [], None)
+    with start_emulator(
+        tmp_path / "e", **FAST_EMULATOR, pinned_kernel_sources_dropped=dropped
+    ) as emulator:
+        alice = account_on(emulator)
+        producer = JobKernel(alice, "producer")
+        for version in ("1", "2"):
+            producer.push(f"open('out.txt', 'w').write({version!r})\n", cpu)
+            _finished(emulator, producer.ref)
+        consumer = JobKernel(alice, "consumer")
+        read = (
+            "import pathlib\n"
+            "found = pathlib.Path('../input/notebooks/alice/producer/out.txt').read_text()\n"
+            "pathlib.Path('seen.txt').write_text(found)\n"
+        )
+        consumer.push(read, KernelPush(None, 60, False, True, [], ["alice/producer/1"], [], None))
+        root = _finished(emulator, consumer.ref)
+    # Kaggle accepted the pin either way; with the drop it mounted the latest version.
+    assert (root / "working" / "seen.txt").read_text() == ("2" if dropped else "1")
