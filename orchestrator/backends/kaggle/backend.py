@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
 import os
 import re
@@ -14,10 +16,12 @@ from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
+from kagglesdk.datasets.types.dataset_api_service import ApiDeleteDatasetRequest
 from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
 
 from orchestrator.backends.base import (
     Collected,
+    Gone,
     LaunchRequest,
     Quota,
     Rejected,
@@ -25,7 +29,12 @@ from orchestrator.backends.base import (
     Slot,
     Transient,
 )
-from orchestrator.backends.kaggle.findings import AccountFindings, JobKernelRecord, RunningSince
+from orchestrator.backends.kaggle.findings import (
+    AccountFindings,
+    JobKernelRecord,
+    KeptCheckpoints,
+    RunningSince,
+)
 from orchestrator.backends.kaggle.packaging import code_archive
 from orchestrator.launch_id import LaunchId
 from orchestrator.spec import Accelerator, KaggleSpec
@@ -53,6 +62,8 @@ from worker.kaggle_access.kernels import (
 from worker.kaggle_access.sources import check_dataset_sources
 from worker.manifest import CorruptCheckpoint, read_manifest, verify_checkpoint
 
+log = logging.getLogger(__name__)
+
 # A status still RUNNING this long after the session's own limit (counted from the first RUNNING
 # Baton saw, never from the push: a GPU queue can hold a session for long) is stale (the API and
 # UI have shown finished sessions as running, kaggle-cli #473): collect what is there.
@@ -71,6 +82,11 @@ def kernel_slug(job_id: str) -> str:
 
 def dataset_slug(job_id: str) -> str:
     return f"baton-ckpt-{job_id}"
+
+
+def checkpoint_slug(job_id: str, segment_index: int) -> str:
+    """The dataset holding one checkpoint, the one segment `segment_index` committed."""
+    return f"{dataset_slug(job_id)}-s{segment_index}"
 
 
 def segment_of(launch_id: str) -> int:
@@ -143,6 +159,9 @@ class KaggleBackend:
         self.dataset = CheckpointDataset(account, dataset_slug(job_id), workdir / "publish")
         self.account = account
         self.running_since = RunningSince(workdir / "running-since.json")
+        # The checkpoint datasets still on Kaggle, oldest first (retention deletes the rest).
+        self.kept_checkpoints = KeptCheckpoints(workdir / "kept-checkpoints.json")
+        self.dataset_deleter: Callable[[str], None] = self._delete_dataset
         # What `baton kaggle check` (or a refused push) learned about this account.
         self.findings = AccountFindings.for_account(workdir.parent, account.username)
 
@@ -166,20 +185,26 @@ class KaggleBackend:
             competition_sources=self.options.competition_sources,
         )
         checkpoint_file = None
+        dataset = self.dataset
         if spec.expect is not None:
             if request.resume_from is None:
                 raise Transient("the checkpoint to resume from is not collected yet")
-            published = self.dataset.ensure_published(spec.expect, request.resume_from)
+            dataset = self._dataset_for(spec.job_id, spec.expect.segment_index)
+            published = dataset.ensure_published(spec.expect, request.resume_from)
+            self._retain(dataset)
             push = replace(
                 push,
-                dataset_sources=[self._checkpoint_source(published), *push.dataset_sources],
+                dataset_sources=[
+                    self._checkpoint_source(dataset, published),
+                    *push.dataset_sources,
+                ],
             )
             checkpoint_file = published.file_name
         code = code_archive(spec.trainer, self.trainer_paths)
 
         def source() -> str:
             # Built per slug: a self-chaining kernel pushes its successor to its own slug.
-            kernel_options = self._kernel_options(push)
+            kernel_options = self._kernel_options(push, dataset.slug)
             if checkpoint_file is not None:
                 kernel_options["checkpoint_file"] = checkpoint_file
             return kernel_source(request.launch_id, spec, kernel_options, code)
@@ -193,7 +218,7 @@ class KaggleBackend:
             spec.limit_seconds,
             spec.expect.step if spec.expect is not None else 0,
         )
-        refused = [s for s in pushed.invalid_sources if s.startswith(f"{self.dataset.ref}/")]
+        refused = [s for s in pushed.invalid_sources if s.startswith(f"{dataset.ref}/")]
         if refused:
             # The session runs without its checkpoint, and its worker rejects it at once. Later
             # pushes name the dataset unpinned; the manifest check guards against staleness.
@@ -225,14 +250,49 @@ class KaggleBackend:
             f"row (the last {self.kernel.ref}); check the account on kaggle.com"
         )
 
-    def _kernel_options(self, push: KernelPush) -> dict[str, Any]:
+    def _dataset_for(self, job_id: str, segment_index: int) -> CheckpointDataset:
+        """Where the checkpoint of `segment_index` is published: a dataset of its own, so that
+        older checkpoints can be deleted (the client deletes datasets, never versions); the one
+        dataset of a self-chaining job, whose kernels publish there themselves."""
+        if self.options.self_chain:
+            return self.dataset
+        slug = checkpoint_slug(job_id, segment_index)
+        return CheckpointDataset(self.account, slug, self.workdir / "publish")
+
+    def _retain(self, published: CheckpointDataset) -> None:
+        """Keep the newest `keep_versions` checkpoint datasets, `published` (which the segment
+        being launched mounts) among them; delete the older ones through the official client.
+        The job's earlier segments have all been collected, so no running session mounts them."""
+        if published is self.dataset:
+            return
+        kept = self.kept_checkpoints.load()
+        if published.slug not in kept:
+            kept = self.kept_checkpoints.save([*kept, published.slug])
+        while len(kept) > self.options.keep_versions:
+            try:
+                self.dataset_deleter(kept[0])
+            except (Transient, Rejected) as exc:
+                # Deleted on a later launch; never a reason to hold this one back.
+                log.warning("could not delete %s yet: %s", kept[0], exc)
+                return
+            kept = self.kept_checkpoints.save(kept[1:])
+
+    def _delete_dataset(self, slug: str) -> None:
+        request = ApiDeleteDatasetRequest()
+        request.owner_slug, request.dataset_slug = self.account.username, slug
+        with contextlib.suppress(Gone):  # deleted already
+            self.account.call(
+                "DeleteDataset", lambda c: c.datasets.dataset_api_client.delete_dataset(request)
+            )
+
+    def _kernel_options(self, push: KernelPush, dataset_slug: str | None = None) -> dict[str, Any]:
         """What the kernel script needs besides its segment; no secrets, ever."""
         options: dict[str, Any] = {
-            "checkpoint_dataset": self.dataset.slug,
+            "checkpoint_dataset": dataset_slug or self.dataset.slug,
             "requirements": self.options.requirements,
             # The worker checks the session has it before training (kaggle-api #1197).
             "accelerator": asdict(PROMISED[self.options.accelerator]),
-            **self._measured_options(),
+            **self._measured_options(dataset_slug or self.dataset.slug),
         }
         if self.options.self_chain:
             options |= {
@@ -243,24 +303,25 @@ class KaggleBackend:
             }
         return options
 
-    def _measured_options(self) -> dict[str, Any]:
+    def _measured_options(self, dataset_slug: str | None = None) -> dict[str, Any]:
         """What `baton kaggle check` measured on this account, for the kernel to use: where the
         checkpoint is mounted (looked at first) and the container's boot offset (a floor)."""
         found, measured = self.findings.load(), dict[str, Any]()
         if found.mount_layout:
             layout = VERSION_FOLDER.sub("", found.mount_layout)
             measured["checkpoint_mount"] = layout.replace("<owner>", self.account.username).replace(
-                "<slug>", self.dataset.slug
+                "<slug>", dataset_slug or self.dataset.slug
             )
         if found.boot_offset_seconds:
             measured["boot_offset_seconds"] = found.boot_offset_seconds
         return measured
 
-    def _checkpoint_source(self, published: PublishedCheckpoint) -> str:
-        """The checkpoint version pinned (`owner/slug/N`), or unpinned where Kaggle refused pins."""
+    def _checkpoint_source(self, dataset: CheckpointDataset, published: PublishedCheckpoint) -> str:
+        """The checkpoint version pinned (`owner/slug/N`), or unpinned where Kaggle refused pins
+        (a dataset of one checkpoint has no other version to mount instead)."""
         if self.findings.load().pinned_sources is False:
-            return self.dataset.ref
-        return f"{self.dataset.ref}/{published.version}"
+            return dataset.ref
+        return f"{dataset.ref}/{published.version}"
 
     def find(self, launch_id: str) -> str | None:
         try:

@@ -145,3 +145,18 @@ class JobKernelRecord:
         fresh = f"{self.first_slug}-r{len(shells) + 1}"
         self._save(KernelState(fresh, shells=shells))
         return fresh
+
+
+class KeptCheckpoints:
+    """The job's checkpoint datasets still on Kaggle, oldest first."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> list[str]:
+        value = _read_json(self.path).get("slugs", [])
+        return [str(slug) for slug in value] if isinstance(value, list) else []
+
+    def save(self, slugs: list[str]) -> list[str]:
+        _write_json(self.path, {"slugs": slugs})
+        return slugs

@@ -4,6 +4,7 @@ the API, the official client and the emulator with each first-contact switch on.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from orchestrator.backends.kaggle.backend import dataset_slug, kernel_slug
 from tests.factories import (
     FAST_EMULATOR,
+    guaranteed_segments,
     kaggle_spec,
     make_settings,
     reference_digest,
@@ -116,11 +118,41 @@ def test_a_create_that_answered_500_is_adopted_and_the_job_completes(tmp_path: P
         emulator.faults.fail_next("CreateDataset", FaultKind.SERVER_ERROR_AFTER_EFFECT)
 
     spec = kaggle_spec()
-    job, _, emulator = _run_job(tmp_path, spec, create_answers_500)
+    job, segments, emulator = _run_job(tmp_path, spec, create_answers_500)
     assert job["state"] == "succeeded", job
     assert (("CreateDataset", FaultKind.SERVER_ERROR_AFTER_EFFECT)) in emulator.faults.injected
-    dataset = emulator.dataset(f"alice/{dataset_slug(job['id'])}")
-    assert dataset is not None
-    # Every checkpoint was uploaded once: one blob per version, one version per checkpoint.
-    assert len(emulator.calls("StartBlobUpload")) == len(dataset.versions)
-    assert len(emulator.calls("CreateDataset")) == 1
+    # Every checkpoint was uploaded once: one blob and one dataset per checkpoint, the first
+    # create's answer a 500 that was waited out, not sent again.
+    committed = [seg for seg in segments if seg["state"] == "succeeded"]
+    assert len(emulator.calls("StartBlobUpload")) == len(committed) - 1
+    assert len(emulator.calls("CreateDataset")) == len(committed) - 1
+
+
+def test_retention_keeps_the_newest_checkpoints_within_the_storage_quota(tmp_path: Path) -> None:
+    # At least 4 sessions, so at least 3 published checkpoints of which 2 are kept. Once the
+    # first checkpoint is stored, the account's private storage holds 3 and a half of them.
+    spec = kaggle_spec({"keep_versions": 2}, total_steps=1500)
+    assert guaranteed_segments(spec) >= 4
+    with start_emulator(tmp_path / "kaggle", **FAST_EMULATOR) as emulator:
+        with running_api(make_settings(tmp_path / "data"), kaggle_url=emulator.url) as api:
+            api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+            job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
+            deadline = time.monotonic() + 300
+            while not emulator.peak_private_bytes():
+                assert time.monotonic() < deadline, "no checkpoint was ever published"
+                time.sleep(0.2)
+            size = emulator.peak_private_bytes()
+            emulator.set_private_storage(size * 7 // 2)
+            job = wait_finished(api, job_id, timeout=400)
+            segments = _segments(api, job_id)
+        assert job["state"] == "succeeded", job
+        assert emulator.peak_private_versions() <= 3
+        assert emulator.peak_private_bytes() <= size * 7 // 2
+        published = len(emulator.calls("CreateDataset"))
+        assert published >= 3
+        kept = [d for d in emulator.state.datasets.all() if d.slug.startswith(dataset_slug(job_id))]
+        assert len(kept) == 2
+        assert all(v.stuck is None for d in kept for v in d.versions)
+    committed = [seg for seg in segments if seg["state"] == "succeeded"]
+    final = committed[-1]["checkpoint"]["model_digest"]
+    assert final == reference_digest(spec, tmp_path / "reference")
