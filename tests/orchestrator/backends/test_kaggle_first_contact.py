@@ -14,6 +14,7 @@ import pytest
 from orchestrator.backends.kaggle.backend import dataset_slug, kernel_slug
 from tests.factories import (
     FAST_EMULATOR,
+    FINISHED,
     guaranteed_segments,
     kaggle_spec,
     make_settings,
@@ -139,7 +140,9 @@ def test_retention_keeps_the_newest_checkpoints_within_the_storage_quota(tmp_pat
             job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
             deadline = time.monotonic() + 300
             while not emulator.peak_private_bytes():
-                assert time.monotonic() < deadline, "no checkpoint was ever published"
+                job = api.get(f"/api/v1/jobs/{job_id}").json()
+                assert job["state"] not in FINISHED, job
+                assert time.monotonic() < deadline, _segments(api, job_id)
                 time.sleep(0.2)
             size = emulator.peak_private_bytes()
             emulator.set_private_storage(size * 7 // 2)
