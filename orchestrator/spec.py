@@ -117,9 +117,9 @@ class KaggleSpec(BaseModel):
     docker_image: str | None = Field(default=None, max_length=256, pattern=DOCKER_IMAGE_PATTERN)
     is_private: bool = Field(default=True, strict=True)
     # Checkpoints kept on Kaggle: the newest this many, each its own private dataset; older ones
-    # are deleted (private dataset storage is limited, kaggle-api #424). Self-chaining jobs keep
-    # every version of their one dataset (Kaggle's client cannot delete a version).
-    keep_versions: int = Field(default=2, ge=1, le=1000, strict=True)
+    # are deleted (private dataset storage is limited, kaggle-api #424). 0, and self-chaining
+    # jobs: every checkpoint a version of one dataset, all kept (the client cannot delete one).
+    keep_versions: int = Field(default=2, ge=0, le=1000, strict=True)
     # Quota kept back from sizing a segment: the last session of the week stops this much early.
     quota_reserve_seconds: float = Field(
         default=1800.0, ge=0, le=24 * 3600, strict=True, allow_inf_nan=False

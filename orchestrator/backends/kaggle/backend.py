@@ -254,7 +254,7 @@ class KaggleBackend:
         """Where the checkpoint of `segment_index` is published: a dataset of its own, so that
         older checkpoints can be deleted (the client deletes datasets, never versions); the one
         dataset of a self-chaining job, whose kernels publish there themselves."""
-        if self.options.self_chain:
+        if self.options.self_chain or self.options.keep_versions == 0:
             return self.dataset
         slug = checkpoint_slug(job_id, segment_index)
         return CheckpointDataset(self.account, slug, self.workdir / "publish")

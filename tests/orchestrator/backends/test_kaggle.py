@@ -275,9 +275,10 @@ def test_self_chained_job_completes_while_the_orchestrator_is_stopped(tmp_path: 
 def test_a_stale_checkpoint_version_is_rejected_never_resumed_from(
     kaggle_api: TestClient, emulator: Emulator, tmp_path: Path
 ) -> None:
-    # The first kernel that names version 2 or later is handed the version before it.
+    # The first kernel that names version 2 or later is handed the version before it. Only a
+    # job that keeps every checkpoint in one dataset (keep_versions 0) has a version before.
     emulator.faults.stale_mounts = 1
-    spec = kaggle_spec(total_steps=1000)
+    spec = kaggle_spec({"keep_versions": 0}, total_steps=1000)
     job_id = kaggle_api.post("/api/v1/jobs", json=spec).json()["id"]
     job = wait_finished(kaggle_api, job_id, timeout=480)
     assert job["state"] == "succeeded", job
