@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.base import Transient
-from tests.factories import FAST_EMULATOR
+from orchestrator.backends.kaggle.backend import KaggleBackend, KaggleHandle, kernel_slug
+from orchestrator.spec import KaggleSpec
+from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
 from tests.orchestrator.backends.kaggle.conftest import account_on
@@ -139,3 +141,24 @@ def test_kernel_outputs_mount_under_notebooks_and_a_pin_may_be_dropped(
         root = _finished(emulator, consumer.ref)
     # Kaggle accepted the pin either way; with the drop it mounted the latest version.
     assert (root / "working" / "seen.txt").read_text() == ("2" if dropped else "1")
+
+
+def test_writing_past_the_working_cap_stops_the_session_with_the_reason(tmp_path: Path) -> None:
+    script = "open('big.bin', 'wb').write(b'x' * 5000)\nimport time\ntime.sleep(30)\n"
+    with start_emulator(tmp_path / "e", **FAST_EMULATOR, working_bytes_cap=1000) as emulator:
+        alice = account_on(emulator)
+        kernel = JobKernel(alice, kernel_slug("j1"))
+        pushed = kernel.push(script, KernelPush(None, 60, False, True, [], [], [], None))
+        deadline = time.monotonic() + 60
+        while emulator.sessions(kernel.ref)[-1].active:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        session = emulator.sessions(kernel.ref)[-1]
+        assert session.status is WorkerStatus.ERROR
+        options = KaggleSpec.model_validate(kaggle_spec()["kaggle"])
+        backend = KaggleBackend(alice, "j1", options, tmp_path / "kaggle" / "j1")
+        handle = KaggleHandle(kernel.ref, 0, pushed.version, "j1", 60).encode()
+        collected = backend.collect(handle, tmp_path / "store" / "00000")
+    # The segment's reason names the limit the user hit.
+    assert collected.problem is not None
+    assert "/kaggle/working" in collected.problem

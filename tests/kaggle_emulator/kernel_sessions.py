@@ -56,6 +56,8 @@ class KernelSession:
     cancel_wanted: bool = False
     # Cut at its limit: CANCEL_ACKNOWLEDGED with its partial output (first_contact.py).
     cut_keeps_output: bool = False
+    over_working_cap: bool = False  # stopped for writing past /kaggle/working's cap
+    working_checked_at: float = float("-inf")
     history: list[WorkerStatus] = field(default_factory=lambda: [WorkerStatus.QUEUED])
 
     def move(self, status: WorkerStatus) -> None:

@@ -49,6 +49,7 @@ class KernelLimits:
     allowance_seconds: dict[Accelerator, float]
     week: quota.QuotaWeek
     withheld_accelerators: frozenset[str] = frozenset()
+    working_bytes_cap: int | None = None
 
 
 @dataclass
@@ -350,7 +351,29 @@ class KernelRegistry:
         session.started_at = now
         session.move(WorkerStatus.RUNNING)
 
+    def _over_working_cap(self, session: KernelSession, now: float) -> bool:
+        """Whether a running session wrote past the /kaggle/working cap (looked at once a
+        second); if so it is stopped, and ends ERROR with the reason."""
+        cap = self._limits.working_bytes_cap
+        if cap is None or session.status is not WorkerStatus.RUNNING:
+            return False
+        if now < session.working_checked_at + 1.0:
+            return False
+        session.working_checked_at = now
+        working = session.root / WORKING_DIR
+        size = sum(p.stat().st_size for p in working.rglob("*") if p.is_file())
+        if size <= cap:
+            return False
+        session.failure_message = (
+            f"Your notebook wrote {size} bytes to /kaggle/working, past its limit of {cap} "
+            "bytes, and was stopped."
+        )
+        self._runner.cancel(session)
+        return True
+
     def _observe(self, session: KernelSession, now: float) -> None:
+        if self._over_working_cap(session, now):
+            session.over_working_cap = True
         state = self._runner.state(session)
         if state is SessionState.FINISHED:
             result = self._runner.result(session)
@@ -358,6 +381,8 @@ class KernelRegistry:
                 return
             status, message = outcome(result, session.limit_seconds, session.cut_keeps_output)
             session.output_kept = not result.output_dropped
+            if session.over_working_cap:
+                status, message = WorkerStatus.ERROR, session.failure_message
             session.failure_message = message
         elif state is SessionState.LOST and session.status is WorkerStatus.CANCEL_REQUESTED:
             # A cancel that reached the supervisor before it installed its signal handlers

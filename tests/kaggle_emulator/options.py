@@ -48,6 +48,9 @@ class EmulatorOptions:
     # Where a dataset is mounted under /kaggle/input: "flat" (<slug>), "datasets"
     # (datasets/<owner>/<slug>, newer images) or "versioned" (... /<slug>/versions/<N>).
     mount_layout: str = "datasets"
+    # Bytes a session may write to /kaggle/working (Kaggle: 20 GB); past it the session is
+    # stopped with ERROR naming the limit (the wording is ours). None: no cap.
+    working_bytes_cap: int | None = 20 * 10**9
     # Accelerators ("gpu", "tpu") a push asks for but its session runs without, on the standard
     # image: Kaggle did this to TPU pushes (kaggle-api #1197). Quota is charged as asked.
     withheld_accelerators: frozenset[str] = frozenset()

@@ -88,6 +88,7 @@ class EmulatorState:
             },
             week=QuotaWeek(epoch, options.week_seconds),
             withheld_accelerators=frozenset(options.withheld_accelerators),
+            working_bytes_cap=options.working_bytes_cap,
         )
         self.kernels = KernelRegistry(
             root / "sessions",
