@@ -31,6 +31,7 @@ from worker.kaggle_access.errors import Rejected, Transient
 from worker.kaggle_access.kernel_script import kernel_source
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 from worker.kaggle_access.secrets import read_secret
+from worker.kaggle_access.successor import checkpoint_source, quota_left, successor_seconds
 
 SECRET_LABEL = "BATON_KAGGLE_KEY"
 # Estimates learned here are padded like the orchestrator pads its own (planner.py).
@@ -109,10 +110,19 @@ def chain(
         if published is None or result.outcome == Outcome.COMPLETED:
             return
         spec = successor_spec(SegmentSpec.from_dict(segment), result, expect, time.time() - started)
-        next_options = {**options, "checkpoint_file": published.file_name}
         push = KernelPush(**options["push"])
+        # Sized to the quota the account has left now, as the orchestrator sizes its pushes.
+        seconds = successor_seconds(
+            push.timeout_seconds, quota_left(account, options), result, options
+        )
+        if seconds is None:
+            log.info("too little quota left for a session; the orchestrator waits for the refresh")
+            return
+        spec = replace(spec, limit_seconds=float(seconds))
+        next_options = {**options, "checkpoint_file": published.file_name}
+        source_ref = checkpoint_source(dataset.ref, published.version, options)
         push = replace(
-            push, dataset_sources=[f"{dataset.ref}/{published.version}", *push.dataset_sources]
+            push, timeout_seconds=seconds, dataset_sources=[source_ref, *push.dataset_sources]
         )
         source = kernel_source(launch_id(spec.job_id, spec.segment_index), spec, next_options, code)
         JobKernel(account, options["kernel_slug"]).push(source, push)

@@ -37,7 +37,7 @@ from orchestrator.backends.kaggle.findings import (
 )
 from orchestrator.backends.kaggle.packaging import code_archive
 from orchestrator.launch_id import LaunchId
-from orchestrator.spec import Accelerator, KaggleSpec
+from orchestrator.spec import MIN_SESSION_SECONDS, Accelerator, KaggleSpec
 from worker.accelerator import Accelerators
 from worker.contract import (
     CHECKPOINT_DIR,
@@ -300,6 +300,12 @@ class KaggleBackend:
                 "username": self.account.username,
                 "kernel_slug": self.kernel.slug,
                 "push": asdict(push),  # the successor pushes itself the same way
+                # ...named as the account accepts, and sized to the quota it reads then.
+                "pinned_sources": self.findings.load().pinned_sources,
+                "uses_quota": self.options.accelerator is not Accelerator.NONE,
+                "tpu": self.options.accelerator is Accelerator.TPU,
+                "quota_reserve_seconds": self.options.quota_reserve_seconds,
+                "min_session_seconds": MIN_SESSION_SECONDS,
             }
         return options
 
