@@ -37,6 +37,8 @@ def test_no_successor_when_the_quota_left_would_mostly_boot() -> None:
     # 6 s left, and the session's fixed costs were 4 s: under half of it would train.
     assert successor_seconds(43200, 6.0, _result(fixed=4.0), GPU) is None
     assert successor_seconds(43200, 9.0, _result(fixed=4.0), GPU) == 9
+    # Plenty of quota: the parent's limit, however short (the orchestrator's rule too).
+    assert successor_seconds(6, 900.0, _result(fixed=4.0), GPU) == 6
 
 
 def test_a_cpu_job_has_no_quota_to_size_to(tmp_path: Path) -> None:

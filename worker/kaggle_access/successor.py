@@ -68,5 +68,6 @@ def successor_seconds(
     timings = result.timings
     fixed = timings.startup + timings.load + timings.save + timings.upload
     floor = max(float(options.get("min_session_seconds", 0.0)), USEFUL_FACTOR * fixed)
-    seconds = math.floor(min(parent_seconds, left))
-    return seconds if seconds >= floor else None
+    if left < floor:
+        return None  # the orchestrator's rule: quota this short is better spent after the refresh
+    return math.floor(min(parent_seconds, left))
