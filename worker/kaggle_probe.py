@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.accelerator import visible_accelerators
+from worker.boundary.paths import SessionPaths
 from worker.kaggle_access.secrets import read_secret
 from worker.kaggle_session import kaggle_root, session_origin
 from worker.proctime import process_start_time
@@ -38,15 +39,15 @@ def marker_content(input_dir: Path, marker: str) -> str | None:
 
 
 def probe(options: dict[str, Any]) -> dict[str, Any]:
-    root = kaggle_root()
+    paths = SessionPaths(kaggle_root())
     seen = visible_accelerators()
     report = {
-        "mount": find_marker(root / "input", options["marker"]),
-        "marker_content": marker_content(root / "input", options["marker"]),
+        "mount": find_marker(paths.input, options["marker"]),
+        "marker_content": marker_content(paths.input, options["marker"]),
         "secret_readable": secret_readable(options["secret_label"]),
         "boot_offset_seconds": round(process_start_time() - session_origin(), 3),
         "gpus": seen.gpus,
         "tpu": seen.tpu,
     }
-    (root / "working" / REPORT_FILE).write_text(json.dumps(report, sort_keys=True))
+    (paths.working / REPORT_FILE).write_text(json.dumps(report, sort_keys=True))
     return report

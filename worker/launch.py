@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from worker.contract import RESULT_FILE, Outcome, SegmentResult, SegmentSpec
+from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
+from worker.boundary.paths import RESULT_FILE
 
 log = logging.getLogger("worker.launch")
 

@@ -18,17 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.checkpoint import commit_checkpoint, read_checkpoint, state_nbytes
-from worker.contract import (
+from worker.boundary.contract import (
     COMMITTED_OUTCOMES,
-    HEARTBEAT_FILE,
-    RESULT_FILE,
-    SEGMENT_FILE,
     Outcome,
     SegmentResult,
     SegmentSpec,
     write_json_atomic,
 )
+from worker.boundary.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
+from worker.boundary.paths import HEARTBEAT_FILE, RESULT_FILE, SEGMENT_FILE
+from worker.checkpoint import commit_checkpoint, read_checkpoint, state_nbytes
 from worker.deadline import SessionBudget
 from worker.distributed import (
     DEFAULT_COLLECTIVE_TIMEOUT_SECONDS,
@@ -43,7 +42,6 @@ from worker.distributed import (
     launched_by_torchrun,
 )
 from worker.launch import launch_ranks
-from worker.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
 from worker.proctime import process_start_time
 from worker.reasons import one_line, reason_for
 from worker.rng import capture_rng_state, restore_rng_state, seed_everything

@@ -25,16 +25,12 @@ from typing import Any
 
 import psutil
 
-from worker.contract import write_json_atomic
+from worker.boundary.contract import write_json_atomic
+from worker.boundary.paths import SessionPaths
 
-SESSION_FILE = "session.json"
-STATUS_FILE = "status.json"
-PID_FILE = "supervisor.pid"
-# Held (flock) from before the supervisor is spawned until its pid file exists: see sessions.py.
-LAUNCH_LOCK_FILE = "launch.lock"
+# The launch lock (SessionPaths.launch_lock) is held (flock) from before the supervisor is
+# spawned until its pid file exists: see sessions.py. Its descriptor comes down in this variable.
 LAUNCH_LOCK_FD_ENV = "BATON_LAUNCH_LOCK_FD"
-LOG_FILE = "log.txt"
-WORKING_DIR = "working"
 _POLL_SECONDS = 0.2
 # A graceful stop is re-sent this often until the session exits: a worker that has not yet
 # installed its handler ignores SIGTERM (see _session_preexec) instead of dying.
@@ -58,7 +54,7 @@ class SessionPlan:
 
     @classmethod
     def read(cls, root: Path) -> SessionPlan:
-        return cls(**json.loads((root / SESSION_FILE).read_text()))
+        return cls(**json.loads(SessionPaths(root).session.read_text()))
 
 
 @dataclass(frozen=True)
@@ -72,12 +68,12 @@ class SupervisorPid:
     @classmethod
     def read(cls, root: Path) -> SupervisorPid | None:
         try:
-            return cls(**json.loads((root / PID_FILE).read_text()))
+            return cls(**json.loads(SessionPaths(root).pid.read_text()))
         except (FileNotFoundError, ValueError, TypeError):
             return None
 
     def write(self, root: Path) -> None:
-        write_json_atomic(root / PID_FILE, asdict(self))
+        write_json_atomic(SessionPaths(root).pid, asdict(self))
 
 
 @dataclass(frozen=True)
@@ -95,7 +91,7 @@ class SessionExit:
     @classmethod
     def read(cls, root: Path) -> SessionExit | None:
         try:
-            data: dict[str, Any] = json.loads((root / STATUS_FILE).read_text())
+            data: dict[str, Any] = json.loads(SessionPaths(root).status.read_text())
         except FileNotFoundError:
             return None
         return cls(**data)
@@ -165,7 +161,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
     plan = SessionPlan.read(root)
     started_at = time.time()
     limit_at = time.monotonic() + plan.limit_seconds
-    with open(root / LOG_FILE, "ab") as log:
+    with open(SessionPaths(root).log, "ab") as log:
         proc = subprocess.Popen(
             plan.command,
             cwd=root / plan.cwd,
@@ -192,7 +188,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
         proc.wait()
     dropped = (timed_out and not plan.keep_output_on_timeout) or requests.cancel
     if dropped:
-        shutil.rmtree(root / WORKING_DIR, ignore_errors=True)
+        shutil.rmtree(SessionPaths(root).working, ignore_errors=True)
     result = SessionExit(
         exit_code=proc.returncode,
         timed_out=timed_out,
@@ -202,7 +198,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
         ended_at=time.time(),
         output_dropped=dropped,
     )
-    write_json_atomic(root / STATUS_FILE, asdict(result))
+    write_json_atomic(SessionPaths(root).status, asdict(result))
     return result
 
 

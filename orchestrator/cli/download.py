@@ -9,7 +9,7 @@ from pathlib import Path
 from orchestrator.api.schemas import CheckpointOut
 from orchestrator.cli.client import BatonClient
 from orchestrator.cli.errors import CliError
-from worker.contract import MANIFEST_FILE
+from worker.boundary.paths import MANIFEST_FILE
 
 _CHUNK = 1 << 20
 

@@ -22,7 +22,7 @@ from orchestrator.backends.base import (
     Rejected,
 )
 from orchestrator.engine.admission import admit, serialize_admissions
-from orchestrator.engine.checkpoints import NoUsableCheckpoint, ResumePoint
+from orchestrator.engine.checkpoints import NoUsableCheckpoint
 from orchestrator.engine.claim import Claim
 from orchestrator.engine.context import (
     Context,
@@ -32,7 +32,6 @@ from orchestrator.engine.context import (
     job_view,
     stored_spec,
 )
-from orchestrator.launch_id import LaunchId
 from orchestrator.lifecycle import (
     JobState,
     SegmentState,
@@ -40,15 +39,11 @@ from orchestrator.lifecycle import (
     decide_quota,
 )
 from orchestrator.models import Job, Segment
-from orchestrator.planner import (
-    CheckpointRef,
-    PastSegment,
-    build_segment_spec,
-    minimum_session_seconds,
-    plan_next_segment,
-)
+from orchestrator.planner import build_segment_spec, minimum_session_seconds, plan_next_segment
 from orchestrator.transitions import StaleState, record_event, set_job_state, set_segment_state
-from worker.contract import SegmentSpec
+from worker.boundary.contract import CheckpointRef, SegmentSpec
+from worker.boundary.launch_id import LaunchId
+from worker.boundary.planning import PastSegment
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +147,7 @@ def _record_intent(
     job: Job,
     quota: Quota | None,
     history: list[PastSegment],
-    resume: ResumePoint | None,
+    resume: CheckpointRef | None,
     slot_key: str,
 ) -> Segment:
     spec = stored_spec(job.spec)
@@ -160,7 +155,7 @@ def _record_intent(
     plan = plan_next_segment(
         spec,
         int(next_index or 0),
-        CheckpointRef(resume.segment_index, resume.step) if resume else None,
+        resume,
         history,
         quota.seconds_left if quota is not None else None,
     )

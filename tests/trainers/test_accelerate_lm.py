@@ -19,9 +19,9 @@ from tests.support.segments import (
     terminate_after_step,
 )
 from trainers.causal_lm import choose_precision
+from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
+from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint
 from worker.checkpoint import runtime_state_file
-from worker.contract import Outcome, SegmentResult, SegmentSpec
-from worker.manifest import CorruptCheckpoint, verify_checkpoint
 from worker.runtime import EXIT_FAILED
 
 TOTAL_STEPS = 14

@@ -16,8 +16,8 @@ from tests.support.segments import (
     terminate_after_step,
 )
 from trainers.deepspeed_lm import DEFAULTS, OFFLOADS, deepspeed_config, validate_deepspeed_config
-from worker.contract import Outcome, SegmentSpec
-from worker.manifest import verify_checkpoint
+from worker.boundary.contract import Outcome, SegmentSpec
+from worker.boundary.manifest import verify_checkpoint
 
 TOTAL_STEPS = 10
 CONFIG = {"log_every": 1, "step_seconds": 0.3}

@@ -14,9 +14,9 @@ from tests.support.segments import (
     run_worker,
     terminate_after_step,
 )
-from worker.contract import Outcome, SegmentSpec
+from worker.boundary.contract import Outcome, SegmentSpec
+from worker.boundary.manifest import verify_checkpoint
 from worker.hf import StepPositionedSampler
-from worker.manifest import verify_checkpoint
 
 TOTAL_STEPS = 12
 # Steps padded to a fixed time, so a SIGTERM after a logged step lands well before the end.

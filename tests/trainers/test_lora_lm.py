@@ -15,8 +15,8 @@ from tests.support.segments import (
     run_worker,
     terminate_after_step,
 )
-from worker.contract import Outcome, SegmentSpec
-from worker.manifest import verify_checkpoint
+from worker.boundary.contract import Outcome, SegmentSpec
+from worker.boundary.manifest import verify_checkpoint
 from worker.trainer import TRAINER_STATE_FILE
 
 TOTAL_STEPS = 12

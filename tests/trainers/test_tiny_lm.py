@@ -19,8 +19,8 @@ from tests.support.segments import (
     start_worker,
 )
 from trainers.tiny_lm import warmup_cosine
-from worker.contract import Outcome, SegmentResult, SegmentSpec
-from worker.manifest import verify_checkpoint
+from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
+from worker.boundary.manifest import verify_checkpoint
 from worker.runtime import import_trainer
 
 TOTAL_STEPS = 200

@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import start_emulator
 from tests.orchestrator.backends.kaggle.conftest import account_on
-from worker.contract import SegmentResult, Timings
+from worker.boundary.contract import SegmentResult, Timings
 from worker.kaggle_access.successor import checkpoint_source, quota_left, successor_seconds
 
 GPU = {"uses_quota": True, "quota_reserve_seconds": 100.0, "min_session_seconds": 5.0}

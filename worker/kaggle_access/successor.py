@@ -17,12 +17,9 @@ from typing import Any
 
 from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
 
-from worker.contract import SegmentResult
+from worker.boundary.contract import SegmentResult
+from worker.boundary.planning import measured_segment, minimum_session_seconds
 from worker.kaggle_access.client import KaggleAccount
-
-# At least half of a session must be training (orchestrator/planner.py's rule; the orchestrator
-# also hands over its floor as `min_session_seconds`).
-USEFUL_FACTOR = 2.0
 
 
 def checkpoint_source(dataset_ref: str, version: int, options: dict[str, Any]) -> str:
@@ -59,15 +56,18 @@ def quota_left(account: KaggleAccount, options: dict[str, Any]) -> float | None:
 
 
 def successor_seconds(
-    parent_seconds: float, left: float | None, result: SegmentResult, options: dict[str, Any]
+    parent_seconds: float,
+    left: float | None,
+    result: SegmentResult,
+    options: dict[str, Any],
+    upload_seconds: float = 0.0,
 ) -> int | None:
     """The successor's whole-second limit: the parent's, or less where the quota is shorter;
-    None when what is left is not worth a session (the orchestrator waits for the refresh)."""
+    None when what is left is not worth a session (the orchestrator's rule, planning.py: the
+    quota is better spent after the refresh)."""
     if left is None:
         return int(parent_seconds)
-    timings = result.timings
-    fixed = timings.startup + timings.load + timings.save + timings.upload
-    floor = max(float(options.get("min_session_seconds", 0.0)), USEFUL_FACTOR * fixed)
-    if left < floor:
-        return None  # the orchestrator's rule: quota this short is better spent after the refresh
+    floor = float(options.get("min_session_seconds", 0.0))
+    if left < minimum_session_seconds([measured_segment(result, upload_seconds)], floor):
+        return None
     return math.floor(min(parent_seconds, left))

@@ -8,11 +8,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from orchestrator.auth import issue_token
-from orchestrator.backends.supervisor import LOG_FILE
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.models import Segment
 from tests.factories import auth, event_kinds, job_spec
+from worker.boundary.paths import LOG_FILE
 
 
 def _submit(api: TestClient, **overrides: Any) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from orchestrator.backends.base import Collected, LaunchRequest, SessionStatus
 from orchestrator.backends.local import LocalBackend
 from tests.factories import stop_sessions
 from tests.support.segments import make_spec
-from worker.contract import CHECKPOINT_DIR, RESULT_FILE
-from worker.manifest import verify_checkpoint
+from worker.boundary.manifest import verify_checkpoint
+from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
 from tests.orchestrator.backends.kaggle.conftest import account_on
 from tests.orchestrator.backends.kaggle.test_checkpoints import EXPECT, _checkpoint
-from worker.contract import SegmentSpec
+from worker.boundary.contract import SegmentSpec
 from worker.kaggle_access.checkpoints import VISIBLE_WITHIN_SECONDS, CheckpointDataset
 from worker.kaggle_access.client import KaggleAccount
 from worker.kaggle_access.kernels import JobKernel, KernelPush
@@ -82,7 +82,7 @@ def test_a_cut_sessions_committed_checkpoint_is_collected(
     # The session commits a checkpoint, then never reports: Kaggle cuts it at its limit.
     script = (
         "import pathlib, signal, time\n"
-        "from worker.manifest import write_manifest\n"
+        "from worker.boundary.manifest import write_manifest\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
         "d = pathlib.Path('checkpoint')\n"
         "d.mkdir()\n"

@@ -17,7 +17,7 @@ from orchestrator.spec import JobSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, ManualClock, start_emulator
 from tests.orchestrator.backends.kaggle.conftest import account_on
-from worker.contract import SegmentSpec
+from worker.boundary.contract import SegmentSpec
 from worker.kaggle_access.client import KaggleAccount
 from worker.kaggle_access.sources import DatasetSource, check_dataset_sources, source_problem
 
