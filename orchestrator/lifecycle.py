@@ -198,8 +198,12 @@ def decide_segment_end(job: JobView, end: SegmentEnd) -> Decision:
     return _count_failure(job, end.reason)
 
 
-def decide_launch_failure(job: JobView, reason: str) -> Decision:
-    """A launch the backend refused for good (not a transient error)."""
+def decide_launch_failure(job: JobView, reason: str, final: bool = False) -> Decision:
+    """A launch the backend refused for good (not a transient error). `final`: the account
+    itself may not run it, so no retry can help: the job fails now, not after max_failures."""
+    if final:
+        fields = {"failures": job.failures + 1, "reason": reason, "pause_requested": False}
+        return Decision(JobState.FAILED, fields, event="failed", message=reason)
     return _count_failure(job, reason)
 
 

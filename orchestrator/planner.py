@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from worker.boundary.contract import CheckpointRef, Estimates, MarginPolicy, SegmentSpec
 from worker.boundary.paths import RESUME_PATH
-from worker.boundary.planning import ESTIMATE_WINDOW, PastSegment, learn_estimates
-
-USEFUL_FACTOR = 2.0
+from worker.boundary.planning import PastSegment, learn_estimates
+from worker.boundary.planning import minimum_session_seconds as _minimum_session_seconds
 
 
 @dataclass(frozen=True)
@@ -27,16 +26,9 @@ class SegmentPlan:
 
 
 def minimum_session_seconds(history: Sequence[PastSegment]) -> float:
-    """The shortest session worth launching: at least half of it must be training steps.
-
-    Below that, quota is better spent after the refresh than on sessions that mostly boot. The
-    fixed cost is the (lower) median of the last few sessions, not the worst: quota left at the
-    refresh is lost, so one slow start-up (a busy host) must not skip the week's last session
-    for the next three segments. A session that turns out short still commits at its deadline.
-    """
-    recent = sorted(past.fixed_seconds for past in list(history)[-ESTIMATE_WINDOW:])
-    fixed = recent[(len(recent) - 1) // 2] if recent else 0.0  # the lower median of two
-    return max(MIN_SESSION_SECONDS, USEFUL_FACTOR * fixed)
+    """The shortest session worth launching (worker/boundary/planning.py), never below
+    MIN_SESSION_SECONDS."""
+    return _minimum_session_seconds(history, MIN_SESSION_SECONDS)
 
 
 def plan_next_segment(

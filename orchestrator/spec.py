@@ -96,6 +96,10 @@ MACHINE_SHAPES: dict[Accelerator, str | None] = {
 KAGGLE_SESSION_SECONDS = {Accelerator.TPU: 9 * 3600.0}
 KAGGLE_DEFAULT_SESSION_SECONDS = 12 * 3600.0
 SOURCE_PATTERN = r"^[A-Za-z0-9][\w-]*/[A-Za-z0-9][\w.-]*(/\d+)?$"
+# Kaggle models: owner/model/framework/variation[/version] (kagglesdk ApiSaveKernelRequest; the
+# kaggle CLI requires the parts too).
+MODEL_SOURCE_PATTERN = r"^[A-Za-z0-9][\w-]*(/[A-Za-z0-9][\w.-]*){3}(/\d+)?$"
+COMPETITION_PATTERN = r"^[A-Za-z0-9][\w-]*$"
 REQUIREMENT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~ ]*$"
 DOCKER_IMAGE_PATTERN = r"^[A-Za-z0-9][\w.\-/:@]*$"
 
@@ -112,8 +116,13 @@ class KaggleSpec(BaseModel):
     dataset_sources: list[str] = Field(default_factory=list, max_length=20)
     kernel_sources: list[str] = Field(default_factory=list, max_length=20)
     model_sources: list[str] = Field(default_factory=list, max_length=20)
+    competition_sources: list[str] = Field(default_factory=list, max_length=20)
     docker_image: str | None = Field(default=None, max_length=256, pattern=DOCKER_IMAGE_PATTERN)
     is_private: bool = Field(default=True, strict=True)
+    # Checkpoints kept on Kaggle: the newest this many, each its own private dataset; older ones
+    # are deleted (private dataset storage is limited, kaggle-api #424). 0, and self-chaining
+    # jobs: every checkpoint a version of one dataset, all kept (the client cannot delete one).
+    keep_versions: int = Field(default=2, ge=0, le=1000, strict=True)
     # Quota kept back from sizing a segment: the last session of the week stops this much early.
     quota_reserve_seconds: float = Field(
         default=1800.0, ge=0, le=24 * 3600, strict=True, allow_inf_nan=False
@@ -126,12 +135,31 @@ class KaggleSpec(BaseModel):
         default=120.0, ge=0, le=3600, strict=True, allow_inf_nan=False
     )
 
-    @field_validator("dataset_sources", "kernel_sources", "model_sources")
+    @field_validator("dataset_sources", "kernel_sources")
     @classmethod
     def _sources_are_refs(cls, values: list[str]) -> list[str]:
         for value in values:
             if not re.fullmatch(SOURCE_PATTERN, value):
                 raise ValueError(f"{value!r} is not owner/slug or owner/slug/version")
+        return values
+
+    @field_validator("model_sources")
+    @classmethod
+    def _models_are_refs(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not re.fullmatch(MODEL_SOURCE_PATTERN, value):
+                raise ValueError(
+                    f"{value!r} is not owner/model/framework/variation or "
+                    "owner/model/framework/variation/version"
+                )
+        return values
+
+    @field_validator("competition_sources")
+    @classmethod
+    def _competitions_are_slugs(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not re.fullmatch(COMPETITION_PATTERN, value):
+                raise ValueError(f"{value!r} is not a competition slug")
         return values
 
     @field_validator("requirements")

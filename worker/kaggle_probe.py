@@ -1,8 +1,9 @@
 """Runs inside the `baton kaggle check` kernel: what this Kaggle session looks like from inside.
 
-Writes working/preflight.json: where the probe dataset is mounted, whether the attached secret is
-readable (never its value), and how long the container ran before Python started. Standard
-library plus the worker, like every kernel-side module.
+Writes working/preflight.json: where the probe dataset is mounted and what its marker file says
+(which version was really mounted), whether the attached secret is readable (never its value),
+the accelerators the session sees, and how long the container ran before Python started.
+Standard library plus the worker, like every kernel-side module.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from worker.accelerator import visible_accelerators
 from worker.boundary.paths import SessionPaths
 from worker.kaggle_access.secrets import read_secret
 from worker.kaggle_session import kaggle_root, session_origin
@@ -30,12 +32,22 @@ def secret_readable(label: str) -> bool:
     return read_secret(label) is not None
 
 
+def marker_content(input_dir: Path, marker: str) -> str | None:
+    for path in sorted(input_dir.rglob(marker)):
+        return path.read_text().strip()
+    return None
+
+
 def probe(options: dict[str, Any]) -> dict[str, Any]:
     paths = SessionPaths(kaggle_root())
+    seen = visible_accelerators()
     report = {
         "mount": find_marker(paths.input, options["marker"]),
+        "marker_content": marker_content(paths.input, options["marker"]),
         "secret_readable": secret_readable(options["secret_label"]),
         "boot_offset_seconds": round(process_start_time() - session_origin(), 3),
+        "gpus": seen.gpus,
+        "tpu": seen.tpu,
     }
     (paths.working / REPORT_FILE).write_text(json.dumps(report, sort_keys=True))
     return report

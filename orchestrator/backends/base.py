@@ -2,9 +2,11 @@
 
 The error contract: every `Backend` method raises only `Transient` (try again later, after
 `retry_after` seconds if the service said so), `Rejected` (final for this launch or session) or
-`Gone` (the session, kernel or dataset no longer exists). A backend wraps whatever its client
-library raises at its own boundary, with the message. Anything else escaping a backend is a bug in
-Baton: the engine fails the job once with `internal error (…)` instead of looping on it.
+`Gone` (the session, kernel or dataset no longer exists). `AccountRefused`, a `Rejected` from
+a launch, says the account itself may not run the job (no retry can help): the job fails at
+once. A backend wraps whatever its client library raises at its own boundary, with the
+message. Anything else escaping a backend is a bug in Baton: the engine fails the job once with
+`internal error (…)` instead of looping on it.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from worker.boundary.contract import SegmentResult, SegmentSpec
-from worker.boundary.errors import BackendError, Gone, Rejected, Transient
+from worker.boundary.errors import AccountRefused, BackendError, Gone, Rejected, Transient
 from worker.boundary.manifest import Manifest
 
 __all__ = [
+    "AccountRefused",
     "Backend",
     "BackendError",
     "Collected",

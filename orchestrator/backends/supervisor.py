@@ -49,6 +49,8 @@ class SessionPlan:
     grace_seconds: float
     env: dict[str, str]
     cwd: str = "."  # relative to the session root
+    # A session cut at its limit keeps what it wrote (Kaggle does; the local backend does not).
+    keep_output_on_timeout: bool = False
 
     @classmethod
     def read(cls, root: Path) -> SessionPlan:
@@ -184,7 +186,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
                 killed = True
                 _signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
-    dropped = timed_out or requests.cancel
+    dropped = (timed_out and not plan.keep_output_on_timeout) or requests.cancel
     if dropped:
         shutil.rmtree(SessionPaths(root).working, ignore_errors=True)
     result = SessionExit(

@@ -42,21 +42,32 @@ def check(
         Path | None,
         typer.Option(help="a file holding the API key or token; default: read stdin"),
     ] = None,
+    gpu: Annotated[
+        bool,
+        typer.Option(
+            "--gpu",
+            help="also push one T4 x2 kernel (at most 60 s, about a minute of GPU quota): "
+            "can this account run GPU and internet-enabled kernels (phone verification)?",
+        ),
+    ] = False,
 ) -> None:
     """Check your Kaggle account with CPU kernels and tiny datasets only (no GPU quota).
 
-    Takes a few minutes; it deletes what it creates and stores its findings for Baton.
+    Takes a few minutes; it deletes what it creates and stores its findings for Baton. With
+    --gpu, one short T4 x2 kernel too.
     """
     # The Kaggle client and the preflight load only for this command.
     from orchestrator.backends.kaggle.findings import AccountFindings
-    from orchestrator.backends.kaggle.preflight import Preflight
+    from orchestrator.backends.kaggle.preflight import GPU_COST_NOTICE, Preflight
     from orchestrator.config import Settings
     from worker.kaggle_access.client import KaggleAccount
 
     settings = Settings()
     account = KaggleAccount(username, _read_key(key_file), timeout_seconds=60)
     findings = AccountFindings.for_account(settings.data_dir / "kaggle", username)
-    report = Preflight(account, findings).run()
+    if gpu:
+        render.console.print(GPU_COST_NOTICE)
+    report = Preflight(account, findings, gpu=gpu).run()
     render.console.print(report_table(report))
     if not report.passed:
         raise typer.Exit(1)

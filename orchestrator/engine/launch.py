@@ -13,7 +13,14 @@ from dataclasses import asdict
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from orchestrator.backends.base import Backend, Gone, LaunchRequest, Quota, Rejected
+from orchestrator.backends.base import (
+    AccountRefused,
+    Backend,
+    Gone,
+    LaunchRequest,
+    Quota,
+    Rejected,
+)
 from orchestrator.engine.admission import admit, serialize_admissions
 from orchestrator.engine.checkpoints import NoUsableCheckpoint
 from orchestrator.engine.claim import Claim
@@ -92,7 +99,8 @@ def launch(ctx: Context, job: Job, segment: Segment, backend: Backend, claim: Cl
             handle = backend.launch(_request(ctx, segment))
     except (Rejected, Gone) as exc:
         log.warning("launch of %s refused: %s", segment.launch_id, exc)
-        _fail_launch(ctx, job, segment, f"launch refused: {exc}")
+        final = isinstance(exc, AccountRefused)
+        _fail_launch(ctx, job, segment, f"launch refused: {exc}", final=final)
         return Next(None, again=True)
     # A StaleState here means another holder took over (our lease expired): it adopts this
     # session through find(launch_id). The session is never cancelled by a side that lost.
@@ -197,7 +205,9 @@ def past_segment(segment: Segment) -> PastSegment:
     )
 
 
-def _fail_launch(ctx: Context, job: Job, segment: Segment, reason: str) -> None:
+def _fail_launch(
+    ctx: Context, job: Job, segment: Segment, reason: str, final: bool = False
+) -> None:
     reason = clip(reason) or reason
     with ctx.db.transaction() as session:
         fresh = session.get(Job, job.id)
@@ -211,4 +221,5 @@ def _fail_launch(ctx: Context, job: Job, segment: Segment, reason: str) -> None:
             ended_at=ctx.clock(),
         )
         if fresh.state == JobState.RUNNING:
-            apply_decision(session, fresh, decide_launch_failure(job_view(fresh), reason))
+            decision = decide_launch_failure(job_view(fresh), reason, final=final)
+            apply_decision(session, fresh, decision)

@@ -36,6 +36,7 @@ def push(
     machine_shape: str | None = None,
     timeout: int | None = 60,
     datasets: list[str] | None = None,
+    internet: bool = False,
 ) -> ApiSaveKernelResponse:
     request = ApiSaveKernelRequest()
     request.slug = ref
@@ -44,7 +45,7 @@ def push(
     request.language = "python"
     request.kernel_type = "script"
     request.is_private = True
-    request.enable_internet = False
+    request.enable_internet = internet  # an internet-off session cannot call the API back
     request.machine_shape = machine_shape
     request.session_timeout_seconds = timeout
     request.dataset_data_sources = datasets or []

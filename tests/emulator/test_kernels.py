@@ -122,7 +122,7 @@ def test_third_gpu_push_is_refused_like_kaggle(emulator: Emulator, client: Kaggl
             client, f"alice/{name}", SLEEP_FOREVER, machine_shape="NvidiaTeslaT4"
         ).error
     third = calls.push(client, "alice/gpu-c", SLEEP_FOREVER, machine_shape="NvidiaTeslaT4")
-    assert third.error == "Maximum batch GPU session count of 2 reached"
+    assert third.error == "Maximum batch GPU session count of 2 reached."
     assert not calls.push(client, "alice/cpu", "print('cpu runs')\n").error
     assert emulator.push_counts == {"alice/gpu-a": 1, "alice/gpu-b": 1, "alice/cpu": 1}
 

@@ -62,7 +62,7 @@ def _sha256(value: str) -> str:
 
 
 def _run(client: KaggleClient, ref: str, script: str) -> None:
-    response = calls.push(client, ref, script)
+    response = calls.push(client, ref, script, internet=True)
     assert not response.error
     final, _ = calls.wait_for(client, ref, TERMINAL, version=response.version_number)
     assert final.status == S.COMPLETE, final.failure_message

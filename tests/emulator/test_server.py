@@ -31,7 +31,7 @@ def test_a_session_reaches_the_emulator_on_its_ephemeral_port(tmp_path: Path) ->
     with start_emulator(tmp_path, **FAST_EMULATOR) as emulator:
         assert emulator.port != 7777
         client = emulator.client()
-        calls.push(client, "alice/call-back", _CALL_BACK)
+        calls.push(client, "alice/call-back", _CALL_BACK, internet=True)
         final, _ = calls.wait_for(client, "alice/call-back", calls.TERMINAL)
         assert final.status.name == "COMPLETE", final.failure_message
         log = calls.list_output(client, "alice/call-back").log

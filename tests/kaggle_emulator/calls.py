@@ -25,14 +25,26 @@ class Call:
 
 
 class RateLimited(ApiError):
-    def __init__(self, retry_after: float) -> None:
+    """A 429. `google_body`: Kaggle's body as kaggle-api #931 shows it, the error nested in
+    `error` with `status: RESOURCE_EXHAUSTED` (kagglesdk then raises from raise_for_status, not
+    from a top-level `code`); otherwise the emulator's old `{"code", "message"}`."""
+
+    def __init__(self, retry_after: float, google_body: bool = True) -> None:
         super().__init__(429, "Too many requests")
         self.retry_after = retry_after
+        self.google_body = google_body
+
+    def body(self) -> dict[str, object]:
+        if not self.google_body:
+            return {"code": 429, "message": "Too many requests"}
+        error = {"code": 429, "message": self.message, "status": "RESOURCE_EXHAUSTED"}
+        return {"error": error}
 
 
 class CallLog:
-    def __init__(self, per_minute: float | None) -> None:
+    def __init__(self, per_minute: float | None, google_body: bool = True) -> None:
         self.per_minute = per_minute
+        self.google_body = google_body
         self.calls: list[Call] = []
         self._recent: dict[str, deque[float]] = {}
         self.rate_limited = 0
@@ -47,5 +59,6 @@ class CallLog:
             recent.popleft()
         if len(recent) >= self.per_minute:
             self.rate_limited += 1
-            raise RateLimited(max(1.0, math.ceil(recent[0] + WINDOW_SECONDS - now)))
+            wait = max(1.0, math.ceil(recent[0] + WINDOW_SECONDS - now))
+            raise RateLimited(wait, self.google_body)
         recent.append(now)

@@ -44,6 +44,13 @@ OUTCOMES = ("READY", "FAILED", "DELETED", "REPROCESSING")
 class DatasetTiming:
     processing_seconds: float
     not_found_seconds: float
+    # Processing also takes size / this (Kaggle copies, decompresses and indexes every byte);
+    # None: a fixed `processing_seconds` whatever the size.
+    bytes_per_second: float | None = None
+
+    def processing(self, size: int) -> float:
+        rate = self.bytes_per_second
+        return self.processing_seconds + (size / rate if rate else 0.0)
 
 
 @dataclass
@@ -128,12 +135,15 @@ class DatasetRegistry:
         private_storage_bytes: int | None = None,
     ) -> None:
         self._outcomes = outcomes
-        self._private_storage_bytes = private_storage_bytes
+        self.private_storage_bytes = private_storage_bytes
         self._root = root
         self._timing = timing
         self._unpack = unpack_archives
         self._datasets: dict[str, Dataset] = {}
         self._next_id = 1
+        # The most private dataset versions each owner ever held at once, and the most bytes.
+        self.peak_private_versions: dict[str, int] = {}
+        self.peak_private_bytes: dict[str, int] = {}
 
     def delete(self, ref: str) -> None:
         self._datasets.pop(ref, None)
@@ -209,7 +219,10 @@ class DatasetRegistry:
             number=number,
             created_at=now,
             visible_at=now + self._timing.not_found_seconds,
-            ready_at=now + self._timing.processing_seconds,
+            ready_at=now
+            + self._timing.processing(
+                sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+            ),
             notes=notes,
             directory=directory,
             archive=archive,
@@ -217,11 +230,24 @@ class DatasetRegistry:
         )
         self._enforce_private_storage(dataset, version)
         dataset.versions.append(version)
+        self._note_peak(dataset)
         return version
+
+    def _note_peak(self, dataset: Dataset) -> None:
+        if not dataset.is_private:
+            return
+        held = [d for d in self._datasets.values() if d.owner == dataset.owner and d.is_private]
+        if dataset not in held:
+            held.append(dataset)
+        owner = dataset.owner
+        versions = sum(len(d.versions) for d in held)
+        stored = sum(d.stored_bytes() for d in held)
+        self.peak_private_versions[owner] = max(self.peak_private_versions.get(owner, 0), versions)
+        self.peak_private_bytes[owner] = max(self.peak_private_bytes.get(owner, 0), stored)
 
     def _enforce_private_storage(self, dataset: Dataset, version: DatasetVersion) -> None:
         """Past the owner's private storage, the version is accepted and never finishes."""
-        limit = self._private_storage_bytes
+        limit = self.private_storage_bytes
         if limit is None or not dataset.is_private:
             return
         used = sum(

@@ -130,6 +130,26 @@ class Emulator:
             found = sorted(self.state.kernels.sessions.values(), key=lambda s: s.id)
         return [s for s in found if kernel_ref is None or s.kernel_ref == kernel_ref]
 
+    @property
+    def shells(self) -> set[str]:
+        """Kernels ("owner/slug") a refused first push left empty (`refused_push_leaves_shell`)."""
+        with self.state.lock:
+            return set(self.state.kernels.first_contact.shells)
+
+    def peak_private_versions(self, user: str = "alice") -> int:
+        """The most private dataset versions `user` ever held at once."""
+        with self.state.lock:
+            return self.state.datasets.peak_private_versions.get(user, 0)
+
+    def set_private_storage(self, limit: int | None) -> None:
+        """Change `private_storage_bytes` from now on (versions already stored stay)."""
+        with self.state.lock:
+            self.state.datasets.private_storage_bytes = limit
+
+    def peak_private_bytes(self, user: str = "alice") -> int:
+        with self.state.lock:
+            return self.state.datasets.peak_private_bytes.get(user, 0)
+
     def dataset(self, ref: str) -> Dataset | None:
         with self.state.lock:
             return next((d for d in self.state.datasets.all() if d.ref == ref), None)

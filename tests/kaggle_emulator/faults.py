@@ -3,6 +3,7 @@
 A failure drawn before a call is handled (429, 500, a dropped connection) has no side effect.
 `lost_response_rate` and `fail_next(..., LOST_RESPONSE)` are the nasty case: the call takes
 effect, then its response is lost (after `hang_seconds`), as when a push times out client-side.
+`SERVER_ERROR_AFTER_EFFECT` (scripted only) takes effect, then answers 500.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ class FaultKind(enum.StrEnum):
     SERVER_ERROR = "500"
     DROP = "drop"  # the connection closes before any response, after hang_seconds
     LOST_RESPONSE = "lost_response"  # the call takes effect, then the connection closes
+    # The call takes effect, then answers 500: CreateDataset in kaggle-api #424 (issue 17).
+    SERVER_ERROR_AFTER_EFFECT = "500_after_effect"
+    # 404 before handling, no side effect: a read that lags behind a fresh write (scripted only).
+    NOT_FOUND = "404"
     STALE_MOUNT = "stale_mount"  # a kernel mounts the version before the one it named
     DATASET_OUTCOME = "dataset_outcome"  # a dataset version ends other than READY
 

@@ -54,6 +54,10 @@ class KernelSession:
     failure_message: str | None = None
     output_kept: bool = False
     cancel_wanted: bool = False
+    # Cut at its limit: CANCEL_ACKNOWLEDGED with its partial output (first_contact.py).
+    cut_keeps_output: bool = False
+    over_working_cap: bool = False  # stopped for writing past /kaggle/working's cap
+    working_checked_at: float = float("-inf")
     history: list[WorkerStatus] = field(default_factory=lambda: [WorkerStatus.QUEUED])
 
     def move(self, status: WorkerStatus) -> None:
@@ -65,9 +69,11 @@ class KernelSession:
         return self.status in ACTIVE
 
 
-def outcome(result: SessionExit, limit_seconds: float) -> tuple[WorkerStatus, str | None]:
+def outcome(
+    result: SessionExit, limit_seconds: float, cut_keeps_output: bool = False
+) -> tuple[WorkerStatus, str | None]:
     """The status a finished run reports, and its failure message."""
-    if result.cancelled:
+    if result.cancelled or (result.timed_out and cut_keeps_output):
         return WorkerStatus.CANCEL_ACKNOWLEDGED, None
     if result.timed_out:
         return WorkerStatus.ERROR, (

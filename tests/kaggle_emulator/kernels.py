@@ -15,11 +15,13 @@ from pathlib import Path
 from secrets import token_urlsafe
 
 from orchestrator.backends.sessions import SessionState
-from tests.kaggle_emulator import quota, wire
+from tests.kaggle_emulator import quota
 from tests.kaggle_emulator.accelerators import Accelerator, accelerator_for, machine_for
+from tests.kaggle_emulator.data_sources import DataSources
 from tests.kaggle_emulator.datasets import DatasetRegistry
 from tests.kaggle_emulator.errors import ApiError, bad_request, forbidden, not_found
 from tests.kaggle_emulator.faults import Faults
+from tests.kaggle_emulator.first_contact import SHELL_GET_ERROR, SHELL_PUSH_ERROR, FirstContact
 from tests.kaggle_emulator.kernel_sessions import (
     KernelSession,
     Mount,
@@ -29,6 +31,9 @@ from tests.kaggle_emulator.kernel_sessions import (
 from tests.kaggle_emulator.runner import SCRIPT_NAME, SessionRunner
 from tests.kaggle_emulator.user_secrets import UserSecrets
 from worker.boundary.paths import LOG_FILE, WORKING_DIR
+
+# Where an internet-off session's API calls go: nowhere (the discard port refuses them).
+OFFLINE_API_URL = "http://127.0.0.1:9"
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class KernelLimits:
     allowance_seconds: dict[Accelerator, float]
     week: quota.QuotaWeek
     withheld_accelerators: frozenset[str] = frozenset()
+    working_bytes_cap: int | None = None
 
 
 @dataclass
@@ -116,7 +122,11 @@ class KernelRegistry:
         limits: KernelLimits,
         faults: Faults,
         session_tokens: dict[int, str] | None = None,
+        first_contact: FirstContact | None = None,
+        data_sources: DataSources | None = None,
     ) -> None:
+        self.data_sources = data_sources or DataSources()
+        self.first_contact = first_contact or FirstContact()
         self._session_tokens = session_tokens
         self._root = root
         self._runner = runner
@@ -137,8 +147,14 @@ class KernelRegistry:
         if (request.language or "python") != "python":
             return PushResult(error=f"Language {request.language!r} is not supported here")
         accelerator = accelerator_for(request.machine_shape, request.enable_gpu, request.enable_tpu)
-        refusal = self._refusal(user, accelerator, now)
+        ref = f"{owner}/{slug}"
+        if self.first_contact.is_shell(ref):
+            return PushResult(error=SHELL_PUSH_ERROR)
+        refusal = self.first_contact.phone_refusal(
+            accelerator, request.enable_internet
+        ) or self._refusal(user, accelerator, now)
         if refusal:
+            self.first_contact.refused(ref, known=ref in self.kernels)
             return PushResult(error=refusal)
         result = PushResult()
         mounts = self._mounts(request, user, now, result)
@@ -160,8 +176,9 @@ class KernelRegistry:
             mounts=mounts,
             queued_at=now,
             start_after=now + self._limits.queue_seconds,
-            api_url=api_url,
+            api_url=api_url if self._reaches_api(request) else OFFLINE_API_URL,
             machine=machine_for(accelerator, self._limits.withheld_accelerators),
+            cut_keeps_output=self.first_contact.cut_keeps_output,
         )
         self._next_session_id += 1
         kernel.sessions.append(session)
@@ -169,6 +186,9 @@ class KernelRegistry:
         self.push_counts[kernel.ref] += 1
         result.kernel, result.session = kernel, session
         return result
+
+    def _reaches_api(self, request: PushRequest) -> bool:
+        return bool(request.enable_internet) or not self.first_contact.internet_off_blocks_api
 
     def _identify(self, request: PushRequest, user: str) -> tuple[str, str]:
         if request.slug:
@@ -198,10 +218,10 @@ class KernelRegistry:
             return None
         report = self.quota(user, accelerator, now)
         if quota.exhausted(report.used, report.allowance):
+            # Kaggle's own text, as field logs show it; it names no refresh time.
             return (
-                f"Accelerator quota exceeded: you have used your {accelerator.upper()} quota of "
-                f"{report.allowance / 3600:g} hours for this week. It refreshes at "
-                f"{wire.timestamp(report.refresh_time)}. Turn off the accelerator to run now."
+                f"Maximum weekly {accelerator.upper()} quota of "
+                f"{report.allowance / 3600:.2f} hours reached."
             )
         active_gpu = [s for s in self._active(user) if s.accelerator is Accelerator.GPU]
         if (
@@ -209,7 +229,7 @@ class KernelRegistry:
             and self._limits.gpu_overflow == "reject"
             and len(active_gpu) >= self._limits.max_gpu_sessions
         ):
-            return f"Maximum batch GPU session count of {self._limits.max_gpu_sessions} reached"
+            return f"Maximum batch GPU session count of {self._limits.max_gpu_sessions} reached."
         return None
 
     def _mounts(
@@ -228,8 +248,18 @@ class KernelRegistry:
                 result.invalid_kernel_sources.append(source)
             else:
                 mounts.append(mount)
-        result.invalid_model_sources.extend(request.model_sources)
-        result.invalid_competition_sources.extend(request.competition_sources)
+        for source in request.model_sources:
+            mount = self.data_sources.model(source)
+            if mount is None:
+                result.invalid_model_sources.append(source)
+            else:
+                mounts.append(mount)
+        for source in request.competition_sources:
+            mount = self.data_sources.competition(source)
+            if mount is None:
+                result.invalid_competition_sources.append(source)
+            else:
+                mounts.append(mount)
         return mounts
 
     def _dataset_mount(self, source: str, user: str, now: float) -> Mount | None:
@@ -258,11 +288,17 @@ class KernelRegistry:
         return Mount(layout, version.directory)
 
     def _kernel_mount(self, source: str, user: str) -> Mount | None:
-        kernel = self.kernels.get(source)
-        if kernel is None or kernel.owner != user:
+        named = self.data_sources.kernel_source(source)
+        kernel = self.kernels.get(named[0]) if named is not None else None
+        if named is None or kernel is None or kernel.owner != user:
             return None
         done = [s for s in kernel.sessions if s.status is WorkerStatus.COMPLETE and s.output_kept]
-        return Mount(kernel.slug, done[-1].root / WORKING_DIR) if done else None
+        if named[1] is not None:
+            done = [s for s in done if s.version == named[1]]
+        if not done:
+            return None
+        name = self.data_sources.kernel_mount_name(kernel.owner, kernel.slug)
+        return Mount(name, done[-1].root / WORKING_DIR)
 
     def _kernel(self, owner: str, slug: str, request: PushRequest) -> Kernel:
         ref = f"{owner}/{slug}"
@@ -315,14 +351,38 @@ class KernelRegistry:
         session.started_at = now
         session.move(WorkerStatus.RUNNING)
 
+    def _over_working_cap(self, session: KernelSession, now: float) -> bool:
+        """Whether a running session wrote past the /kaggle/working cap (looked at once a
+        second); if so it is stopped, and ends ERROR with the reason."""
+        cap = self._limits.working_bytes_cap
+        if cap is None or session.status is not WorkerStatus.RUNNING:
+            return False
+        if now < session.working_checked_at + 1.0:
+            return False
+        session.working_checked_at = now
+        working = session.root / WORKING_DIR
+        size = sum(p.stat().st_size for p in working.rglob("*") if p.is_file())
+        if size <= cap:
+            return False
+        session.failure_message = (
+            f"Your notebook wrote {size} bytes to /kaggle/working, past its limit of {cap} "
+            "bytes, and was stopped."
+        )
+        self._runner.cancel(session)
+        return True
+
     def _observe(self, session: KernelSession, now: float) -> None:
+        if self._over_working_cap(session, now):
+            session.over_working_cap = True
         state = self._runner.state(session)
         if state is SessionState.FINISHED:
             result = self._runner.result(session)
             if result is None:
                 return
-            status, message = outcome(result, session.limit_seconds)
+            status, message = outcome(result, session.limit_seconds, session.cut_keeps_output)
             session.output_kept = not result.output_dropped
+            if session.over_working_cap:
+                status, message = WorkerStatus.ERROR, session.failure_message
             session.failure_message = message
         elif state is SessionState.LOST and session.status is WorkerStatus.CANCEL_REQUESTED:
             # A cancel that reached the supervisor before it installed its signal handlers
@@ -355,6 +415,8 @@ class KernelRegistry:
     # ---- reads ------------------------------------------------------------------------
 
     def get(self, owner: str, slug: str, user: str) -> Kernel:
+        if self.first_contact.is_shell(f"{owner}/{slug}"):
+            raise ApiError(500, SHELL_GET_ERROR)
         kernel = self.kernels.get(f"{owner}/{slug}")
         if kernel is None:
             raise not_found(f"Kernel {owner}/{slug}")

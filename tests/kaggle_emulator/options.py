@@ -48,6 +48,9 @@ class EmulatorOptions:
     # Where a dataset is mounted under /kaggle/input: "flat" (<slug>), "datasets"
     # (datasets/<owner>/<slug>, newer images) or "versioned" (... /<slug>/versions/<N>).
     mount_layout: str = "datasets"
+    # Bytes a session may write to /kaggle/working (Kaggle: 20 GB); past it the session is
+    # stopped with ERROR naming the limit (the wording is ours). None: no cap.
+    working_bytes_cap: int | None = 20 * 10**9
     # Accelerators ("gpu", "tpu") a push asks for but its session runs without, on the standard
     # image: Kaggle did this to TPU pushes (kaggle-api #1197). Quota is charged as asked.
     withheld_accelerators: frozenset[str] = frozenset()
@@ -57,6 +60,28 @@ class EmulatorOptions:
     send_zero_fields: bool = False
     # Calls per user per minute before 429 with Retry-After; None: no limit.
     rate_limit_per_minute: float | None = 1200.0
+    # A 429's body as Kaggle sends it (kaggle-api #931): {"error": {"code": 429, ...,
+    # "status": "RESOURCE_EXHAUSTED"}}; False: the old {"code": 429, "message": ...}.
+    rate_limit_google_body: bool = True
+    # A kernel pushed with internet off cannot reach the API (Kaggle's sessions without
+    # internet have no route out); False: every session can call back, as before.
+    internet_off_blocks_api: bool = True
+    # First contact with a real account (issue 17; docs/kaggle-emulator.md, "First contact"):
+    # a refused first push leaves an empty kernel "shell" (later pushes: "Notebook not found",
+    # GetKernel: 500);
+    refused_push_leaves_shell: bool = False
+    # a session cut at its limit ends CANCEL_ACKNOWLEDGED and keeps its partial output;
+    cut_keeps_output: bool = False
+    # an account without phone verification cannot push GPU or internet-enabled kernels;
+    phone_verified: bool = True
+    # a pinned kernel source (owner/slug/N) is accepted and the latest version mounted instead.
+    pinned_kernel_sources_dropped: bool = False
+    # Models ("owner/model/framework/variation/version" -> files) and competitions (slug ->
+    # files) a push may mount (data_sources.py), and where kernel outputs are mounted:
+    # "notebooks" (input/notebooks/<owner>/<slug>) or "flat" (input/<slug>, older images).
+    models: dict[str, Path] = field(default_factory=dict)
+    competitions: dict[str, Path] = field(default_factory=dict)
+    kernel_mount_layout: str = "notebooks"
     python: str = sys.executable
     repo_root: Path = REPO_ROOT
 
@@ -69,6 +94,9 @@ class EmulatorOptions:
     # Datasets
     dataset_processing_seconds: float = 1.0
     dataset_not_found_seconds: float = 0.3
+    # Processing grows with a version's size: this many bytes a second on top of
+    # dataset_processing_seconds (None: the fixed time whatever the size).
+    dataset_bytes_per_second: float | None = None
     unpack_archives: bool = True
     dataset_files_page_size: int = 20
     # Bytes of private datasets (every version counts) a user may keep; None: no limit. Past it
@@ -78,5 +106,7 @@ class EmulatorOptions:
     def __post_init__(self) -> None:
         if self.mount_layout not in ("flat", "datasets", "versioned"):
             raise ValueError("mount_layout must be flat, datasets or versioned")
+        if self.kernel_mount_layout not in ("notebooks", "flat"):
+            raise ValueError("kernel_mount_layout must be notebooks or flat")
         if self.gpu_overflow not in ("reject", "queue"):
             raise ValueError(f"gpu_overflow must be 'reject' or 'queue', not {self.gpu_overflow!r}")

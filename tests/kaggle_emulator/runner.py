@@ -106,6 +106,7 @@ class SupervisedRunner:
                 **token_env,
             },
             cwd=WORKING_DIR,
+            keep_output_on_timeout=session.cut_keeps_output,
         )
         sessions.start_session(root, plan)
 

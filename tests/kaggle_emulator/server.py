@@ -88,6 +88,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault is FaultKind.SERVER_ERROR:
             status = 503 if transfer else 500
             self._send_json(status, {"code": status, "message": "Internal error (injected)"})
+        elif fault is FaultKind.NOT_FOUND:
+            self._send_json(404, {"code": 404, "message": "Not found (injected)"})
         else:
             self._drop()
 
@@ -109,12 +111,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"code": 404, "message": f"{service}/{method} is not emulated"})
             return
         fault = self.state.faults.draw(method)
-        if fault is not None and fault is not FaultKind.LOST_RESPONSE:
+        after_effect = (FaultKind.LOST_RESPONSE, FaultKind.SERVER_ERROR_AFTER_EFFECT)
+        if fault is not None and fault not in after_effect:
             self._fail_before(fault, transfer=False)
             return
         status, reply = self._call(handler, method, body)
         if fault is FaultKind.LOST_RESPONSE:
             self._drop()
+        elif fault is FaultKind.SERVER_ERROR_AFTER_EFFECT:
+            self._fail_before(FaultKind.SERVER_ERROR, transfer=False)
         elif isinstance(reply, Redirect):
             self._send(302, b"", "text/plain", {"Location": reply.url})
         elif isinstance(reply, RateLimited):

@@ -10,8 +10,10 @@ from pathlib import Path
 from tests.kaggle_emulator.accelerators import Accelerator
 from tests.kaggle_emulator.blobs import BlobStore
 from tests.kaggle_emulator.calls import CallLog
+from tests.kaggle_emulator.data_sources import DataSources
 from tests.kaggle_emulator.datasets import DatasetRegistry, DatasetTiming
 from tests.kaggle_emulator.faults import Faults
+from tests.kaggle_emulator.first_contact import FirstContact
 from tests.kaggle_emulator.kernels import KernelLimits, KernelRegistry
 from tests.kaggle_emulator.options import EmulatorOptions
 from tests.kaggle_emulator.quota import QuotaWeek
@@ -43,14 +45,18 @@ class EmulatorState:
         self.clock = options.clock
         self.lock = threading.RLock()
         self.faults = Faults()
-        self.calls = CallLog(options.rate_limit_per_minute)
+        self.calls = CallLog(options.rate_limit_per_minute, options.rate_limit_google_body)
         self.internal_errors: list[str] = []  # tracebacks of emulator bugs; tests assert none
         # Download and upload URLs carry this instead of credentials, like signed URLs.
         self.url_secret = secrets.token_urlsafe(12)
         self.blobs = BlobStore(root / "blobs")
         self.datasets = DatasetRegistry(
             root / "datasets",
-            DatasetTiming(options.dataset_processing_seconds, options.dataset_not_found_seconds),
+            DatasetTiming(
+                options.dataset_processing_seconds,
+                options.dataset_not_found_seconds,
+                options.dataset_bytes_per_second,
+            ),
             options.unpack_archives,
             self.faults.take_dataset_outcome,
             options.private_storage_bytes,
@@ -82,6 +88,7 @@ class EmulatorState:
             },
             week=QuotaWeek(epoch, options.week_seconds),
             withheld_accelerators=frozenset(options.withheld_accelerators),
+            working_bytes_cap=options.working_bytes_cap,
         )
         self.kernels = KernelRegistry(
             root / "sessions",
@@ -91,6 +98,18 @@ class EmulatorState:
             limits,
             self.faults,
             self.session_tokens if options.session_tokens else None,
+            FirstContact(
+                refused_push_leaves_shell=options.refused_push_leaves_shell,
+                cut_keeps_output=options.cut_keeps_output,
+                phone_verified=options.phone_verified,
+                internet_off_blocks_api=options.internet_off_blocks_api,
+            ),
+            DataSources(
+                models=dict(options.models),
+                competitions=dict(options.competitions),
+                kernel_mount_layout=options.kernel_mount_layout,
+                pinned_kernel_sources_dropped=options.pinned_kernel_sources_dropped,
+            ),
         )
         (root / "sessions").mkdir(parents=True, exist_ok=True)
 

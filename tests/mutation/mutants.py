@@ -254,9 +254,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "planner-no-minimum-session",
         "planner",
-        "orchestrator/planner.py",
-        "    return max(MIN_SESSION_SECONDS, USEFUL_FACTOR * fixed)",
-        "    return MIN_SESSION_SECONDS",
+        "worker/boundary/planning.py",
+        "    return max(floor, USEFUL_FACTOR * fixed)",
+        "    return floor",
         ("tests/orchestrator/test_planner.py",),
         guarantee="quota waiting",
     ),

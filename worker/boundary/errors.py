@@ -23,5 +23,10 @@ class Rejected(BackendError):
     """Final for this launch or session: the backend refused, with the reason."""
 
 
+class AccountRefused(Rejected):
+    """The account itself may not do this (e.g. GPU without phone verification): no retry of
+    the segment can succeed, so the job fails at once with the reason."""
+
+
 class Gone(BackendError):
     """The session, kernel or dataset no longer exists."""

@@ -17,6 +17,8 @@ from worker.boundary.paths import RESUME_PATH
 # may take 12 s this time, and overrunning the deadline loses the whole session.
 ESTIMATE_WINDOW = 3
 ESTIMATE_PADDING = 1.25
+# At least half of a session must be training steps, or it is not worth its quota.
+USEFUL_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,33 @@ class PastSegment:
         """Everything a session spends outside training steps."""
         exit_seconds = max(0.0, (self.session_seconds or 0.0) - self.worker_seconds)
         return self.setup_seconds + self.save_seconds + self.upload_seconds + exit_seconds
+
+
+def minimum_session_seconds(history: Sequence[PastSegment], floor: float = 0.0) -> float:
+    """The shortest session worth launching: at least half of it must be training steps.
+
+    Below that, quota is better spent after the refresh than on sessions that mostly boot. The
+    fixed cost is the (lower) median of the last few sessions, not the worst: quota left at the
+    refresh is lost, so one slow start-up (a busy host) must not skip the week's last session
+    for the next three segments. A session that turns out short still commits at its deadline.
+    The orchestrator's planner and a self-chaining kernel sizing its successor both use it.
+    """
+    recent = sorted(past.fixed_seconds for past in list(history)[-ESTIMATE_WINDOW:])
+    fixed = recent[(len(recent) - 1) // 2] if recent else 0.0  # the lower median of two
+    return max(floor, USEFUL_FACTOR * fixed)
+
+
+def measured_segment(result: SegmentResult, upload_seconds: float) -> PastSegment:
+    """What a kernel knows of its own segment's costs (no one measures its session from
+    outside)."""
+    return PastSegment(
+        save_seconds=result.timings.save,
+        upload_seconds=upload_seconds,
+        worker_seconds=result.timings.total,
+        session_seconds=None,
+        step_seconds=result.step_time_ema,
+        setup_seconds=result.timings.startup + result.timings.load,
+    )
 
 
 def learn_estimates(
@@ -69,14 +98,7 @@ def successor_spec(
 ) -> SegmentSpec:
     """The next segment, planned inside a kernel: resume from `resume`, with the costs measured
     here (`upload_seconds`: publishing this segment's checkpoint)."""
-    measured = PastSegment(
-        save_seconds=result.timings.save,
-        upload_seconds=upload_seconds,
-        worker_seconds=result.timings.total,
-        session_seconds=None,
-        step_seconds=result.step_time_ema,
-        setup_seconds=result.timings.startup + result.timings.load,
-    )
+    measured = measured_segment(result, upload_seconds)
     estimates = learn_estimates(
         [measured],
         upload_floor=segment.estimates.upload_seconds,

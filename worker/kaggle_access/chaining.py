@@ -26,6 +26,7 @@ from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, productio
 from worker.kaggle_access.kernel_script import kernel_source
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 from worker.kaggle_access.secrets import read_secret
+from worker.kaggle_access.successor import checkpoint_source, quota_left, successor_seconds
 
 SECRET_LABEL = "BATON_KAGGLE_KEY"
 # Publishing retries are spaced (Kaggle rate-limits): from the first delay, doubling to the cap,
@@ -79,10 +80,23 @@ def chain(
         if published is None or result.outcome == Outcome.COMPLETED:
             return
         spec = successor_spec(SegmentSpec.from_dict(segment), result, expect, time.time() - started)
-        next_options = {**options, "checkpoint_file": published.file_name}
         push = KernelPush(**options["push"])
+        # Sized to the quota the account has left now, as the orchestrator sizes its pushes.
+        seconds = successor_seconds(
+            push.timeout_seconds,
+            quota_left(account, options),
+            result,
+            options,
+            time.time() - started,
+        )
+        if seconds is None:
+            log.info("too little quota left for a session; the orchestrator waits for the refresh")
+            return
+        spec = replace(spec, limit_seconds=float(seconds))
+        next_options = {**options, "checkpoint_file": published.file_name}
+        source_ref = checkpoint_source(dataset.ref, published.version, options)
         push = replace(
-            push, dataset_sources=[f"{dataset.ref}/{published.version}", *push.dataset_sources]
+            push, timeout_seconds=seconds, dataset_sources=[source_ref, *push.dataset_sources]
         )
         launch_id = str(LaunchId(spec.job_id, spec.segment_index))
         source = kernel_source(launch_id, spec, next_options, code)

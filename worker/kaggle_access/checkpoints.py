@@ -45,7 +45,15 @@ _LOST = {"FAILED", "DELETED"}
 # A checkpoint whose versions Kaggle fails to process is uploaded at most this many times.
 MAX_UPLOADS = 3
 _FILES_PAGE = 200
-_TRANSIENT_ERROR = re.compile(r"already exists|try again|rate limit|processing", re.IGNORECASE)
+_TRANSIENT_ERROR = re.compile(r"try again|rate limit|processing", re.IGNORECASE)
+# The job's own dataset exists already: Kaggle's "already exists", or kaggle 2.2.4's
+# dataset_create_new, which checks the title itself before uploading and answers 'The requested
+# title "..." is already in use by a dataset' (kaggle-api #424, after a create that answered 500).
+_EXISTS_ERROR = re.compile(r"already exists|already in use", re.IGNORECASE)
+
+
+class DatasetExists(Transient):
+    """A create found the job's dataset there already (an earlier create took effect)."""
 
 
 class StillProcessing(Transient):
@@ -138,7 +146,7 @@ class CheckpointDataset:
         archive = self._packed(checkpoint_dir, name, expect)
         dataset = self._dataset()
         marker = archive.with_name(archive.name + ".uploaded")
-        uploads, uploaded_at, created = _read_marker(marker)
+        uploads, uploaded_at, created, confirmed = _read_marker(marker)
         waited = self._clock() - uploaded_at
         if dataset is not None:
             try:
@@ -151,32 +159,53 @@ class CheckpointDataset:
                 self._clear_staging(keep=name)
                 return found
         if uploads and not self._failed(dataset, name, created):
-            # Accepted, neither READY nor FAILED: a new version stays invisible for a while and
-            # a first one is listed without Baton's notes while it processes. Never upload twice.
+            # Sent, neither READY nor FAILED: a new version stays invisible for a while and a
+            # first one is listed without Baton's notes while it processes. Never upload twice.
+            # A create whose answer was lost or a 500 may have taken effect: wait for it too.
             bound = VISIBLE_WITHIN_SECONDS if dataset is None else PROCESSING_WITHIN_SECONDS
-            if waited > bound:
+            if waited <= bound:
+                raise Transient(f"{name} was uploaded to {self.ref}; not READY yet")
+            if confirmed or uploads >= MAX_UPLOADS:
                 raise Rejected(storage_full_reason(self.ref, name, waited / 60))
-            raise Transient(f"{name} was uploaded to {self.ref}; not READY yet")
-        if uploads >= MAX_UPLOADS:
+            # Unanswered and still not there after the wait: it never took effect. Send again.
+        elif uploads >= MAX_UPLOADS:
             raise Rejected(
                 f"Kaggle failed to process {name} in {self.ref} {uploads} times; giving up"
             )
         first_processing = dataset is not None and not any(
             (v.status or "").upper() == READY for v in dataset.versions or []
         )
-        self._upload(archive, expect, result, exists=dataset is not None, busy=first_processing)
+        if first_processing and not uploads:
+            # The job's dataset exists and its first version processes, but Baton has no record
+            # of sending it (a create whose answer was lost): adopt it and wait, never upload it
+            # again (a new version would be refused with 403 until then anyway).
+            adopted = {"uploads": 1, "at": self._clock(), "created": True, "confirmed": True}
+            marker.write_text(json.dumps(adopted))
+            raise Transient(f"{self.ref} exists and is processing its first version: adopting it")
+        # Recorded before it is sent: a create that answers 500 or never answers may still have
+        # taken effect (kaggle-api #424), and is then waited for, never sent again at once.
         state = {"uploads": uploads + 1, "at": self._clock(), "created": dataset is None}
-        marker.write_text(json.dumps(state))
+        marker.write_text(json.dumps(state | {"confirmed": False}))
+        try:
+            self._upload(archive, expect, result, exists=dataset is not None, busy=first_processing)
+        except DatasetExists:
+            # An earlier create of this job's own dataset took effect (its answer was lost):
+            # adopt it. Its first version is found by its files once READY, or waited for.
+            marker.write_text(json.dumps(state | {"confirmed": True, "created": True}))
+            raise
+        marker.write_text(json.dumps(state | {"confirmed": True}))
         raise Transient(f"published {name} to {self.ref}; waiting for processing")
 
     def _failed(self, dataset: ApiDataset | None, name: str, created: bool) -> bool:
         """Whether the newest version carrying `name` ended FAILED or DELETED. A dataset's first
         version has no notes of Baton's: it is ours when Baton created the dataset with it."""
         for version in _newest_first(dataset):
-            if version.version_notes == version_notes(name) or (
-                created and version.version_number == 1
-            ):
-                return (version.status or "").upper() in _LOST
+            status = (version.status or "").upper()
+            if version.version_notes == version_notes(name):
+                return status in _LOST
+            if created and version.version_number == 1:
+                # READY without the checkpoint's files (`_find` looked): not this checkpoint.
+                return status in _LOST or status == READY
         return False
 
     def _clear_staging(self, keep: str) -> None:
@@ -283,8 +312,9 @@ class CheckpointDataset:
             )
         error = getattr(response, "error", None)
         if error:
+            if not exists and _EXISTS_ERROR.search(error):
+                raise DatasetExists(f"{self.ref} exists already: adopting it ({error})")
             if _TRANSIENT_ERROR.search(error):
-                # "already exists" during a brand-new dataset's 404 window, or Kaggle busy.
                 raise Transient(f"publishing to {self.ref}: {error}")
             raise Rejected(f"Kaggle refused to publish to {self.ref}: {error}")
 
@@ -332,14 +362,19 @@ class CheckpointDataset:
         shutil.rmtree(raw, ignore_errors=True)
 
 
-def _read_marker(marker: Path) -> tuple[int, float, bool]:
-    """How many times the archive was uploaded, when last, and whether the last upload created
-    the dataset (0, 0.0 and False if never)."""
+def _read_marker(marker: Path) -> tuple[int, float, bool, bool]:
+    """How many times the archive was sent, when last, whether the last upload created the
+    dataset, and whether Kaggle answered it (0, 0.0, False, False if never)."""
     try:
         value = json.loads(marker.read_text())
-        return int(value["uploads"]), float(value["at"]), bool(value.get("created"))
+        return (
+            int(value["uploads"]),
+            float(value["at"]),
+            bool(value.get("created")),
+            bool(value.get("confirmed", True)),
+        )
     except (OSError, ValueError, KeyError, TypeError):
-        return 0, 0.0, False
+        return 0, 0.0, False, False
 
 
 def _newest_first(dataset: ApiDataset | None) -> list[ApiDatasetVersion]:

@@ -91,6 +91,10 @@ class KaggleNotFound(Gone):
     """The kernel, dataset or version does not exist (or is not visible yet)."""
 
 
+class KaggleServerError(Transient):
+    """Kaggle answered 5xx; usually passing, but a kernel "shell" answers GetKernel 500 for good."""
+
+
 class KaggleAuthError(Rejected):
     """Kaggle refused the account's credentials, or this account may not do this."""
 
@@ -138,6 +142,8 @@ def classify(exc: BaseException, what: str, *, busy_403: bool = False) -> Backen
         return KaggleAuthError(f"{what}: Kaggle refused access ({status})")
     if status == 429:
         return Transient(f"{what}: rate limited by Kaggle", retry_after_of(exc))
+    if status is not None and status >= 500:
+        return KaggleServerError(f"{what}: {type(exc).__name__} {status}")
     if status in _RETRYABLE_STATUS or isinstance(
         exc, requests.ConnectionError | requests.Timeout | TimeoutError | ConnectionError
     ):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import requests
@@ -28,13 +28,39 @@ from kagglesdk.kernels.types.kernels_api_service import (
     ApiSaveKernelRequest,
 )
 
-from worker.boundary.errors import Rejected, Transient
+from worker.boundary.errors import AccountRefused, Rejected, Transient
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound
 from worker.kaggle_access.kernel_script import launch_id_of
 
 # Refusals that clear up by themselves: try again on a later tick, don't count a failure.
 _BUSY = re.compile(r"maximum batch (gpu|cpu|tpu) session|quota|rate limit|try again", re.IGNORECASE)
 _OUTPUT_PAGE = 100
+# After a refused first push Kaggle may leave the slug an empty "shell": every later push to it
+# answers this (the CLI prints "Kernel push error: Notebook not found"; issue 17).
+_SHELL = re.compile(r"notebook not found", re.IGNORECASE)
+# An account without phone verification may not push GPU/TPU or internet-enabled kernels
+# (instructlab #355; fastai course-v3 #347). No retry of the segment can help.
+_PHONE = re.compile(r"phone", re.IGNORECASE)
+
+
+class PushDeferred(Transient):
+    """Kaggle refused the push for now (a session cap, quota, a rate limit)."""
+
+
+class PushRefused(Rejected):
+    """Kaggle refused the push for good."""
+
+
+class KernelShell(Transient):
+    """The kernel's slug is an empty shell left by a refused first push: push under another."""
+
+
+def phone_reason(error: str) -> str:
+    return (
+        f"Kaggle refused the push: {error} An account without phone verification cannot run GPU, "
+        "TPU or internet-enabled kernels: verify your phone at https://www.kaggle.com/settings, "
+        "then resume the job"
+    )
 
 
 class KernelStatus(enum.StrEnum):
@@ -72,6 +98,7 @@ class KernelPush:
     kernel_sources: list[str]
     model_sources: list[str]
     docker_image: str | None
+    competition_sources: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -112,18 +139,24 @@ class JobKernel:
         request.dataset_data_sources = push.dataset_sources
         request.kernel_data_sources = push.kernel_sources
         request.model_data_sources = push.model_sources
+        request.competition_data_sources = push.competition_sources
         request.docker_image = push.docker_image
         response = self.account.call(
             "SaveKernel", lambda c: c.kernels.kernels_api_client.save_kernel(request)
         )
         if response.error:
+            if _SHELL.search(response.error):
+                raise KernelShell(f"Kaggle left {self.ref} an empty shell: {response.error}")
+            if _PHONE.search(response.error):
+                raise AccountRefused(phone_reason(response.error))
             if _BUSY.search(response.error):
-                raise Transient(f"Kaggle deferred the push: {response.error}")
-            raise Rejected(f"Kaggle refused the push: {response.error}")
+                raise PushDeferred(f"Kaggle deferred the push: {response.error}")
+            raise PushRefused(f"Kaggle refused the push: {response.error}")
         invalid = (
             *(response.invalid_dataset_sources or []),
             *(response.invalid_kernel_sources or []),
             *(response.invalid_model_sources or []),
+            *(response.invalid_competition_sources or []),
         )
         return PushedVersion(response.version_number or None, tuple(invalid))
 

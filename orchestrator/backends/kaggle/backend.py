@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
 import os
 import re
@@ -14,10 +16,12 @@ from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
+from kagglesdk.datasets.types.dataset_api_service import ApiDeleteDatasetRequest
 from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
 
 from orchestrator.backends.base import (
     Collected,
+    Gone,
     LaunchRequest,
     Quota,
     Rejected,
@@ -25,20 +29,36 @@ from orchestrator.backends.base import (
     Slot,
     Transient,
 )
-from orchestrator.backends.kaggle.findings import AccountFindings, RunningSince
+from orchestrator.backends.kaggle.findings import (
+    AccountFindings,
+    JobKernelRecord,
+    KeptCheckpoints,
+    RunningSince,
+)
 from orchestrator.backends.kaggle.packaging import code_archive
 from orchestrator.backends.log_tail import read_tail
-from orchestrator.spec import Accelerator, KaggleSpec
+from orchestrator.spec import MIN_SESSION_SECONDS, Accelerator, KaggleSpec
 from worker.accelerator import Accelerators
-from worker.boundary.contract import CheckpointRef, SegmentResult
+from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult
+from worker.boundary.errors import AccountRefused
 from worker.boundary.launch_id import LaunchId
-from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint
+from worker.boundary.manifest import CorruptCheckpoint, read_manifest, verify_checkpoint
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
-from worker.kaggle_access.client import KaggleAccount
+from worker.kaggle_access.client import KaggleAccount, KaggleServerError
 from worker.kaggle_access.kernel_script import kernel_source
-from worker.kaggle_access.kernels import JobKernel, KernelPush, KernelStatus
+from worker.kaggle_access.kernels import (
+    JobKernel,
+    KernelPush,
+    KernelShell,
+    KernelStatus,
+    PushDeferred,
+    PushedVersion,
+    PushRefused,
+)
 from worker.kaggle_access.sources import check_dataset_sources
+
+log = logging.getLogger(__name__)
 
 # A status still RUNNING this long after the session's own limit (counted from the first RUNNING
 # Baton saw, never from the push: a GPU queue can hold a session for long) is stale (the API and
@@ -48,6 +68,8 @@ STALE_AFTER_SECONDS = 900.0
 VERSION_FOLDER = re.compile(r"/versions/\d+/?$")
 # A downloaded checkpoint that fails verification is fetched again this many times.
 DOWNLOAD_ATTEMPTS = 3
+# Fresh slugs one launch may move to when Kaggle answers "Notebook not found" (a shell).
+MAX_FRESH_SLUGS = 3
 
 
 def kernel_slug(job_id: str) -> str:
@@ -56,6 +78,11 @@ def kernel_slug(job_id: str) -> str:
 
 def dataset_slug(job_id: str) -> str:
     return f"baton-ckpt-{job_id}"
+
+
+def checkpoint_slug(job_id: str, segment_index: int) -> str:
+    """The dataset holding one checkpoint, the one segment `segment_index` committed."""
+    return f"{dataset_slug(job_id)}-s{segment_index}"
 
 
 def segment_of(launch_id: str) -> int:
@@ -72,6 +99,7 @@ class KaggleHandle:
     version: int | None
     job_id: str = ""
     limit_seconds: float = 0.0  # the session's own limit; 0 when unknown (adopted pushes)
+    start_step: int = 0  # where the segment started; 0 when unknown (adopted pushes)
 
     def encode(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -121,10 +149,15 @@ class KaggleBackend:
         self.options = options
         self.workdir = workdir
         self.clock = clock
-        self.kernel = JobKernel(account, kernel_slug(job_id))
+        # The slug the job pushes to: `baton-<job>`, or a fresh one after Kaggle left a shell.
+        self.kernel_record = JobKernelRecord(workdir / "kernel.json", kernel_slug(job_id))
+        self.kernel = JobKernel(account, self.kernel_record.load().slug)
         self.dataset = CheckpointDataset(account, dataset_slug(job_id), workdir / "publish")
         self.account = account
         self.running_since = RunningSince(workdir / "running-since.json")
+        # The checkpoint datasets still on Kaggle, oldest first (retention deletes the rest).
+        self.kept_checkpoints = KeptCheckpoints(workdir / "kept-checkpoints.json")
+        self.dataset_deleter: Callable[[str], None] = self._delete_dataset
         # What `baton kaggle check` (or a refused push) learned about this account.
         self.findings = AccountFindings.for_account(workdir.parent, account.username)
 
@@ -145,24 +178,43 @@ class KaggleBackend:
             kernel_sources=self.options.kernel_sources,
             model_sources=self.options.model_sources,
             docker_image=self.options.docker_image,
+            competition_sources=self.options.competition_sources,
         )
-        kernel_options = self._kernel_options(push)
+        checkpoint_file = None
+        dataset = self.dataset
         if spec.expect is not None:
             if request.resume_from is None:
                 raise Transient("the checkpoint to resume from is not collected yet")
-            published = self.dataset.ensure_published(spec.expect, request.resume_from)
+            dataset = self._dataset_for(spec.job_id, spec.expect.segment_index)
+            published = dataset.ensure_published(spec.expect, request.resume_from)
+            self._retain(dataset)
             push = replace(
                 push,
-                dataset_sources=[self._checkpoint_source(published), *push.dataset_sources],
+                dataset_sources=[
+                    self._checkpoint_source(dataset, published),
+                    *push.dataset_sources,
+                ],
             )
-            kernel_options["checkpoint_file"] = published.file_name
+            checkpoint_file = published.file_name
         code = code_archive(spec.trainer, self.trainer_paths)
-        source = kernel_source(request.launch_id, spec, kernel_options, code)
-        pushed = self.kernel.push(source, push)
+
+        def source() -> str:
+            # Built per slug: a self-chaining kernel pushes its successor to its own slug.
+            kernel_options = self._kernel_options(push, dataset.slug)
+            if checkpoint_file is not None:
+                kernel_options["checkpoint_file"] = checkpoint_file
+            return kernel_source(request.launch_id, spec, kernel_options, code)
+
+        pushed = self._push(source, push)
         handle = KaggleHandle(
-            self.kernel.ref, spec.segment_index, pushed.version, spec.job_id, spec.limit_seconds
+            self.kernel.ref,
+            spec.segment_index,
+            pushed.version,
+            spec.job_id,
+            spec.limit_seconds,
+            spec.expect.step if spec.expect is not None else 0,
         )
-        refused = [s for s in pushed.invalid_sources if s.startswith(f"{self.dataset.ref}/")]
+        refused = [s for s in pushed.invalid_sources if s.startswith(f"{dataset.ref}/")]
         if refused:
             # The session runs without its checkpoint, and its worker rejects it at once. Later
             # pushes name the dataset unpinned; the manifest check guards against staleness.
@@ -174,14 +226,69 @@ class KaggleBackend:
             )
         return handle.encode()
 
-    def _kernel_options(self, push: KernelPush) -> dict[str, Any]:
+    def _push(self, source: Callable[[], str], push: KernelPush) -> PushedVersion:
+        """Push under the job's slug; where Kaggle left that slug an empty shell (a refused first
+        push), go on under a fresh slug, recorded in the job's folder. Nothing ran under the
+        shell, so the segment still gets one session."""
+        for _ in range(MAX_FRESH_SLUGS):
+            try:
+                pushed = self.kernel.push(source(), push)
+            except KernelShell:
+                self.kernel = JobKernel(self.account, self.kernel_record.abandon_shell())
+                continue
+            except (PushDeferred, PushRefused, AccountRefused):
+                self.kernel_record.pushed(accepted=False)
+                raise
+            self.kernel_record.pushed(accepted=True)
+            return pushed
+        raise Rejected(
+            f"Kaggle answered 'Notebook not found' for {MAX_FRESH_SLUGS} fresh kernel slugs in a "
+            f"row (the last {self.kernel.ref}); check the account on kaggle.com"
+        )
+
+    def _dataset_for(self, job_id: str, segment_index: int) -> CheckpointDataset:
+        """Where the checkpoint of `segment_index` is published: a dataset of its own, so that
+        older checkpoints can be deleted (the client deletes datasets, never versions); the one
+        dataset of a self-chaining job, whose kernels publish there themselves."""
+        if self.options.self_chain or self.options.keep_versions == 0:
+            return self.dataset
+        slug = checkpoint_slug(job_id, segment_index)
+        return CheckpointDataset(self.account, slug, self.workdir / "publish")
+
+    def _retain(self, published: CheckpointDataset) -> None:
+        """Keep the newest `keep_versions` checkpoint datasets, `published` (which the segment
+        being launched mounts) among them; delete the older ones through the official client.
+        The job's earlier segments have all been collected, so no running session mounts them."""
+        if published is self.dataset:
+            return
+        kept = self.kept_checkpoints.load()
+        if published.slug not in kept:
+            kept = self.kept_checkpoints.save([*kept, published.slug])
+        while len(kept) > self.options.keep_versions:
+            try:
+                self.dataset_deleter(kept[0])
+            except (Transient, Rejected) as exc:
+                # Deleted on a later launch; never a reason to hold this one back.
+                log.warning("could not delete %s yet: %s", kept[0], exc)
+                return
+            kept = self.kept_checkpoints.save(kept[1:])
+
+    def _delete_dataset(self, slug: str) -> None:
+        request = ApiDeleteDatasetRequest()
+        request.owner_slug, request.dataset_slug = self.account.username, slug
+        with contextlib.suppress(Gone):  # deleted already
+            self.account.call(
+                "DeleteDataset", lambda c: c.datasets.dataset_api_client.delete_dataset(request)
+            )
+
+    def _kernel_options(self, push: KernelPush, dataset_slug: str | None = None) -> dict[str, Any]:
         """What the kernel script needs besides its segment; no secrets, ever."""
         options: dict[str, Any] = {
-            "checkpoint_dataset": self.dataset.slug,
+            "checkpoint_dataset": dataset_slug or self.dataset.slug,
             "requirements": self.options.requirements,
             # The worker checks the session has it before training (kaggle-api #1197).
             "accelerator": asdict(PROMISED[self.options.accelerator]),
-            **self._measured_options(),
+            **self._measured_options(dataset_slug or self.dataset.slug),
         }
         if self.options.self_chain:
             options |= {
@@ -189,30 +296,45 @@ class KaggleBackend:
                 "username": self.account.username,
                 "kernel_slug": self.kernel.slug,
                 "push": asdict(push),  # the successor pushes itself the same way
+                # ...named as the account accepts, and sized to the quota it reads then.
+                "pinned_sources": self.findings.load().pinned_sources,
+                "uses_quota": self.options.accelerator is not Accelerator.NONE,
+                "tpu": self.options.accelerator is Accelerator.TPU,
+                "quota_reserve_seconds": self.options.quota_reserve_seconds,
+                "min_session_seconds": MIN_SESSION_SECONDS,
             }
         return options
 
-    def _measured_options(self) -> dict[str, Any]:
+    def _measured_options(self, dataset_slug: str | None = None) -> dict[str, Any]:
         """What `baton kaggle check` measured on this account, for the kernel to use: where the
         checkpoint is mounted (looked at first) and the container's boot offset (a floor)."""
         found, measured = self.findings.load(), dict[str, Any]()
         if found.mount_layout:
             layout = VERSION_FOLDER.sub("", found.mount_layout)
             measured["checkpoint_mount"] = layout.replace("<owner>", self.account.username).replace(
-                "<slug>", self.dataset.slug
+                "<slug>", dataset_slug or self.dataset.slug
             )
         if found.boot_offset_seconds:
             measured["boot_offset_seconds"] = found.boot_offset_seconds
         return measured
 
-    def _checkpoint_source(self, published: PublishedCheckpoint) -> str:
-        """The checkpoint version pinned (`owner/slug/N`), or unpinned where Kaggle refused pins."""
+    def _checkpoint_source(self, dataset: CheckpointDataset, published: PublishedCheckpoint) -> str:
+        """The checkpoint version pinned (`owner/slug/N`), or unpinned where Kaggle refused pins
+        (a dataset of one checkpoint has no other version to mount instead)."""
         if self.findings.load().pinned_sources is False:
-            return self.dataset.ref
-        return f"{self.dataset.ref}/{published.version}"
+            return dataset.ref
+        return f"{dataset.ref}/{published.version}"
 
     def find(self, launch_id: str) -> str | None:
-        current = self.kernel.current_launch()
+        try:
+            current = self.kernel.current_launch()
+        except KaggleServerError:
+            # A slug whose only pushes were refused and whose GetKernel keeps answering 500 is
+            # a shell (issue 17): nothing runs under it. Anything else is a passing outage.
+            if self.kernel_record.get_failed():
+                return None
+            raise
+        self.kernel_record.get_answered()
         if current is None:
             return None
         current_id, current_version = current
@@ -230,7 +352,7 @@ class KaggleBackend:
     def status(self, handle: str) -> SessionStatus:
         """One GetKernelSessionStatus call, for the handle's own version."""
         decoded = KaggleHandle.decode(handle)
-        status, _ = self.kernel.status(decoded.version)
+        status, _ = self._kernel_of(decoded).status(decoded.version)
         if status is KernelStatus.QUEUED:
             return SessionStatus.QUEUED
         if status is KernelStatus.RUNNING:
@@ -240,9 +362,16 @@ class KaggleBackend:
             return SessionStatus.FINISHED if stale else SessionStatus.RUNNING
         return SessionStatus.FINISHED
 
+    def _kernel_of(self, handle: KaggleHandle) -> JobKernel:
+        """The kernel a segment was pushed to (an earlier slug's, before a shell moved the job)."""
+        owner, _, slug = handle.kernel.partition("/")
+        if not slug or handle.kernel == self.kernel.ref or owner != self.account.username:
+            return self.kernel
+        return JobKernel(self.account, slug)
+
     def _superseded(self, handle: KaggleHandle) -> bool:
         """A later segment was pushed on this kernel (by this one, self-chaining)."""
-        current = self.kernel.current_launch()
+        current = self._kernel_of(handle).current_launch()
         return current is not None and segment_of(current[0]) > handle.segment_index
 
     def collect(self, handle: str, store: Path) -> Collected:
@@ -254,6 +383,11 @@ class KaggleBackend:
                 return Collected(None, None, None, None, problem)
         try:
             result = SegmentResult.read(staging / RESULT_FILE)
+        except FileNotFoundError as exc:
+            cut = _cut_result(staging, decoded)
+            if cut is None:
+                return Collected(None, None, None, None, f"no usable {RESULT_FILE}: {exc}")
+            result = cut
         except (OSError, ValueError, TypeError) as exc:
             return Collected(None, None, None, None, f"no usable {RESULT_FILE}: {exc}")
         mismatch = _foreign_result(result, decoded)
@@ -284,14 +418,19 @@ class KaggleBackend:
                 return None
             if self._superseded(handle):
                 return "the segment's output was replaced by a later version and not published"
-        return self._download(staging, handle.version)
+        return self._download(staging, self._kernel_of(handle), handle.version)
 
-    def _download(self, staging: Path, version: int | None) -> str | None:
+    def _download(self, staging: Path, kernel: JobKernel, version: int | None) -> str | None:
         """Fetch one version's output into `staging`; a reason when there is none to use."""
-        status, message = self.kernel.status(version)
+        status, message = kernel.status(version)
         shutil.rmtree(staging, ignore_errors=True)
-        self.kernel.download_output(staging, version)
+        kernel.download_output(staging, version)
         if (staging / RESULT_FILE).exists():
+            return None
+        if (staging / CHECKPOINT_DIR).is_dir():
+            # A session cut at its limit ends CANCEL_ACKNOWLEDGED and keeps its partial output
+            # (issue 17): a checkpoint committed before the cut is committed work; collect
+            # verifies it.
             return None
         if status is KernelStatus.CANCELLED:
             return "the kernel session was cancelled; its output is lost"
@@ -339,8 +478,9 @@ class KaggleBackend:
     def log(self, handle: str, tail: int) -> str | None:
         """The log Kaggle kept with the output, once collected (a running kernel's is not
         readable through the API)."""
-        index = KaggleHandle.decode(handle).segment_index
-        path = self.workdir / "output" / f"{index:05d}" / f"{self.kernel.slug}.log"
+        decoded = KaggleHandle.decode(handle)
+        slug = self._kernel_of(decoded).slug
+        path = self.workdir / "output" / f"{decoded.segment_index:05d}" / f"{slug}.log"
         try:
             return read_tail(path, tail)
         except OSError:
@@ -372,6 +512,24 @@ class KaggleBackend:
 
 def _seconds(duration: timedelta | None) -> float:
     return duration.total_seconds() if duration is not None else 0.0
+
+
+def _cut_result(staging: Path, handle: KaggleHandle) -> SegmentResult | None:
+    """The result of a session cut before it wrote result.json, from the checkpoint it had
+    committed (its manifest names job, segment and step; collect verifies every file)."""
+    try:
+        manifest = read_manifest(staging / CHECKPOINT_DIR)
+    except (CorruptCheckpoint, OSError, ValueError):
+        return None
+    return SegmentResult(
+        job_id=manifest.job_id,
+        segment_index=manifest.segment_index,
+        outcome=Outcome.STOPPED,
+        start_step=handle.start_step,
+        end_step=manifest.step,
+        limit_seconds=handle.limit_seconds,
+        model_digest=manifest.model_digest,
+    )
 
 
 def _foreign_result(result: SegmentResult, handle: KaggleHandle) -> str | None:

@@ -76,3 +76,87 @@ class RunningSince:
             seen[key] = now
             _write_json(self.path, seen)
         return float(seen[key])
+
+
+# GetKernel answering 500 this many times in a row for a slug whose only pushes were refused means
+# the slug is an empty "shell" (issue 17): nothing can run under it.
+SHELL_AFTER_ERRORS = 2
+
+
+@dataclass(frozen=True)
+class KernelState:
+    slug: str
+    accepted: bool = False  # a push to `slug` started a session
+    refused: bool = False  # a push to `slug` was refused before any was accepted
+    get_errors: int = 0  # GetKernel's consecutive 500s for `slug` since
+    shells: tuple[str, ...] = ()  # earlier slugs of the job that Kaggle left as shells
+
+
+class JobKernelRecord:
+    """Which kernel slug the job pushes to, kept in the job's Kaggle folder.
+
+    After a refused first push Kaggle may leave an empty kernel "shell": later pushes to that
+    slug answer `Notebook not found` and GetKernel answers 500 (field logs, issue 17). The job
+    then goes on under a fresh slug, `baton-<job>-r<N>`, recorded here; no session ever ran under
+    the shell, so a segment still has one live kernel at most.
+    """
+
+    def __init__(self, path: Path, first_slug: str) -> None:
+        self.path = path
+        self.first_slug = first_slug
+
+    def load(self) -> KernelState:
+        value = _read_json(self.path)
+        if not value.get("slug"):
+            return KernelState(self.first_slug)
+        known = {f.name for f in fields(KernelState)}
+        state = {k: v for k, v in value.items() if k in known}
+        state["shells"] = tuple(state.get("shells", ()))
+        return KernelState(**state)
+
+    def _save(self, state: KernelState) -> KernelState:
+        _write_json(self.path, asdict(state))
+        return state
+
+    def pushed(self, accepted: bool) -> None:
+        state = self.load()
+        if accepted and not state.accepted:
+            self._save(replace(state, accepted=True, get_errors=0))
+        elif not accepted and not state.accepted and not state.refused:
+            self._save(replace(state, refused=True))
+
+    def get_failed(self) -> bool:
+        """GetKernel answered 500 for the slug once more; True once it is taken for a shell."""
+        state = self.load()
+        if state.accepted or not state.refused:
+            return False
+        state = self._save(replace(state, get_errors=state.get_errors + 1))
+        return state.get_errors >= SHELL_AFTER_ERRORS
+
+    def get_answered(self) -> None:
+        state = self.load()
+        if state.get_errors:
+            self._save(replace(state, get_errors=0))
+
+    def abandon_shell(self) -> str:
+        """The current slug is a shell: move to a fresh one; returns it."""
+        state = self.load()
+        shells = (*state.shells, state.slug)
+        fresh = f"{self.first_slug}-r{len(shells) + 1}"
+        self._save(KernelState(fresh, shells=shells))
+        return fresh
+
+
+class KeptCheckpoints:
+    """The job's checkpoint datasets still on Kaggle, oldest first."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> list[str]:
+        value = _read_json(self.path).get("slugs", [])
+        return [str(slug) for slug in value] if isinstance(value, list) else []
+
+    def save(self, slugs: list[str]) -> list[str]:
+        _write_json(self.path, {"slugs": slugs})
+        return slugs

@@ -1,12 +1,18 @@
 """`baton kaggle check`: what works on the user's real Kaggle account, measured at no GPU cost.
 
 Only CPU kernels and tiny private datasets, deleted afterwards. It checks authentication and the
-quota reading, creates a private dataset and a second version, pushes a CPU kernel that carries
-Baton's real embedded code (the push shows Kaggle accepts a script that size) and mounts the
-pinned version, reads that kernel's status and output by version, and checks that
-`session_timeout_seconds` stops a session. What it learns (mount layout, pinning, secret,
+quota reading, creates a private dataset and a second version, pushes a CPU kernel as large as
+Baton's packing limit allows (the push shows Kaggle accepts a script that size) that mounts the
+pinned version (honoured only if the marker it reads is that version's), reads that kernel's
+status and output by version, and checks that `session_timeout_seconds` stops a session (Kaggle
+reports a cut session as CANCEL_ACKNOWLEDGED). What it learns (mount layout, pinning, secret,
 boot offset, timeout) is stored as the account's findings, which the backend uses instead of
 guesses.
+
+With `gpu=True` it also pushes one T4 x2, internet-enabled kernel for at most 60 s (about a
+minute of GPU quota): whether the account may run GPU and internet-enabled kernels at all (an
+account without phone verification may not), the accelerator Kaggle actually gave, and how long
+the GPU container booted.
 """
 
 from __future__ import annotations
@@ -36,11 +42,12 @@ from kagglesdk.kernels.types.kernels_api_service import (
 
 from orchestrator.backends.base import BackendError, Gone
 from orchestrator.backends.kaggle.findings import AccountFindings, Findings
-from orchestrator.backends.kaggle.packaging import code_archive
+from orchestrator.backends.kaggle.packaging import MAX_CODE_BYTES, code_archive
+from worker.boundary.errors import AccountRefused
 from worker.boundary.paths import INPUT_DIR
 from worker.kaggle_access.chaining import SECRET_LABEL
 from worker.kaggle_access.client import KaggleAccount, KaggleAuthError
-from worker.kaggle_access.kernels import JobKernel, KernelPush, KernelStatus
+from worker.kaggle_access.kernels import JobKernel, KernelPush, KernelStatus, PushDeferred
 from worker.kaggle_probe import REPORT_FILE
 
 MARKER = "baton-preflight.txt"
@@ -57,8 +64,17 @@ sys.path.insert(0, code_dir)
 from worker.kaggle_probe import probe
 
 print(json.dumps(probe({options!r})))
+# Padding to Baton's packing limit: the push shows Kaggle accepts a segment's largest script.
+PADDING = "{padding}"
 """
 _SLEEPER = "import time\ntime.sleep({seconds})\n"
+# The T4 x2 machine, and the GPU probe's limit: about a minute of GPU quota.
+T4X2 = "NvidiaTeslaT4"
+GPU_PROBE_SECONDS = 60
+GPU_COST_NOTICE = (
+    "--gpu pushes one T4 x2 kernel for at most 60 s: it spends about a minute of your weekly "
+    "GPU quota."
+)
 
 
 class Outcome(enum.StrEnum):
@@ -102,7 +118,9 @@ class Preflight:
         timing: PreflightTiming = PreflightTiming(),
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        gpu: bool = False,
     ) -> None:
+        self.gpu = gpu
         self.account = account
         self.findings = findings
         self.timing = timing
@@ -112,6 +130,7 @@ class Preflight:
         self.dataset_slug = f"baton-preflight-{suffix}"
         self.probe = JobKernel(account, f"baton-preflight-{suffix}")
         self.sleeper = JobKernel(account, f"baton-preflight-timeout-{suffix}")
+        self.gpu_probe = JobKernel(account, f"baton-preflight-gpu-{suffix}")
 
     def run(self) -> Report:
         report = Report()
@@ -158,6 +177,8 @@ class Preflight:
             if version is not None:
                 self._probe_kernel(report, version)
             self._timeout(report)
+            if self.gpu:
+                self._gpu(report)
         except BackendError as exc:
             report.add("preflight", Outcome.FAIL, f"stopped: {exc}")
         finally:
@@ -214,9 +235,7 @@ class Preflight:
         return False
 
     def _probe_kernel(self, report: Report, version: int) -> None:
-        code = code_archive("worker")
-        options = {"marker": MARKER, "secret_label": SECRET_LABEL}
-        source = _PROBE.format(code=base64.b64encode(code).decode(), options=options)
+        source = _probe_source({"marker": MARKER, "secret_label": SECRET_LABEL}, pad=True)
         pinned = f"{self.account.username}/{self.dataset_slug}/{version}"
         push = KernelPush(None, 600, False, True, [pinned], [], [], None)
         pushed = self.probe.push(source, push)
@@ -224,14 +243,12 @@ class Preflight:
             "large script", Outcome.OK, f"Kaggle accepted a {len(source) // 1024} KiB script"
         )
         report.findings = Findings(large_script_accepted=True)
-        if pinned in pushed.invalid_sources:
+        refused = pinned in pushed.invalid_sources
+        if refused:
             report.add("pinned source", Outcome.WARN, f"{pinned} refused; Baton mounts unpinned")
             report.findings = _with(report.findings, pinned_sources=False)
             unpinned = KernelPush(None, 600, False, True, [pinned.rsplit("/", 1)[0]], [], [], None)
             pushed = self.probe.push(source, unpinned)
-        else:
-            report.add("pinned source", Outcome.OK, f"{pinned} accepted")
-            report.findings = _with(report.findings, pinned_sources=True)
         status = self._wait_finished(self.probe, pushed.version)
         if status is not KernelStatus.COMPLETE:
             report.add("probe kernel", Outcome.FAIL, f"ended {status}")
@@ -246,6 +263,20 @@ class Preflight:
         finally:
             shutil.rmtree(target, ignore_errors=True)
         report.add("output by version", Outcome.OK, f"read v{pushed.version}'s status and output")
+        if not refused:
+            # Accepted is not honoured: Kaggle has mounted the latest version instead of a
+            # pinned one. The marker file says which version the kernel really read.
+            content = found.get("marker_content")
+            honoured = content == str(version)
+            report.add(
+                "pinned source",
+                Outcome.OK if honoured else Outcome.WARN,
+                f"{pinned} accepted and mounted"
+                if honoured
+                else f"{pinned} accepted, but the kernel read version {content}: Baton mounts "
+                "unpinned and checks the manifest",
+            )
+            report.findings = _with(report.findings, pinned_sources=honoured)
         self._record_probe(report, found)
 
     def _record_probe(self, report: Report, found: dict[str, object]) -> None:
@@ -276,7 +307,8 @@ class Preflight:
         script = _SLEEPER.format(seconds=limit + 60)
         pushed = self.sleeper.push(script, KernelPush(None, limit, False, True, [], [], [], None))
         status = self._wait_finished(self.sleeper, pushed.version)
-        honoured = status is KernelStatus.ERROR
+        # Kaggle ends a session cut at its limit CANCEL_ACKNOWLEDGED (field logs of `push -t`).
+        honoured = status in (KernelStatus.ERROR, KernelStatus.CANCELLED)
         report.add(
             "session timeout",
             Outcome.OK if honoured else Outcome.WARN,
@@ -285,6 +317,38 @@ class Preflight:
             else f"the session ran past its {limit} s limit ({status})",
         )
         report.findings = _with(report.findings, timeout_honoured=honoured)
+
+    def _gpu(self, report: Report) -> None:
+        """One T4 x2, internet-enabled kernel for at most GPU_PROBE_SECONDS."""
+        source = _probe_source({"marker": MARKER, "secret_label": SECRET_LABEL}, pad=False)
+        push = KernelPush(T4X2, GPU_PROBE_SECONDS, True, True, [], [], [], None)
+        try:
+            pushed = self.gpu_probe.push(source, push)
+        except AccountRefused as exc:
+            report.add("gpu and internet", Outcome.FAIL, str(exc))
+            return
+        except PushDeferred as exc:
+            report.add("gpu and internet", Outcome.WARN, f"not checked now: {exc}")
+            return
+        status = self._wait_finished(self.gpu_probe, pushed.version)
+        target = Path(tempfile.mkdtemp(prefix="baton-preflight-gpu-"))
+        try:
+            self.gpu_probe.download_output(target, pushed.version)
+            found = json.loads((target / REPORT_FILE).read_text())
+        except (OSError, ValueError) as exc:
+            report.add("gpu and internet", Outcome.FAIL, f"the T4 x2 kernel ended {status}: {exc}")
+            return
+        finally:
+            shutil.rmtree(target, ignore_errors=True)
+        gpus = int(found.get("gpus") or 0)
+        boot = float(found.get("boot_offset_seconds") or 0.0)
+        report.add("gpu and internet", Outcome.OK, "a T4 x2, internet-enabled kernel ran")
+        report.add(
+            "gpu given",
+            Outcome.OK if gpus >= 2 else Outcome.FAIL,
+            f"Kaggle gave {gpus} GPU{'s' if gpus != 1 else ''} for T4 x2",
+        )
+        report.add("gpu boot", Outcome.OK, f"the GPU container ran {boot:.1f} s before Python")
 
     def _wait_finished(self, kernel: JobKernel, version: int | None) -> KernelStatus:
         deadline = self.clock() + self.timing.wait_seconds
@@ -298,7 +362,7 @@ class Preflight:
 
     def _clean_up(self, report: Report) -> None:
         left: list[str] = []
-        for kernel in (self.probe, self.sleeper):
+        for kernel in (self.probe, self.sleeper, self.gpu_probe):
             try:
                 self.account.call("DeleteKernel", _delete_kernel(kernel))
             except Gone:
@@ -321,6 +385,15 @@ class Preflight:
             report.add("clean up", Outcome.WARN, "delete by hand: " + ", ".join(left))
         elif report.checks:
             report.add("clean up", Outcome.OK, "the preflight's kernels and dataset are deleted")
+
+
+def _probe_source(options: dict[str, Any], pad: bool) -> str:
+    """The probe kernel's script; padded to the size of a segment's largest script (the code
+    archive at Baton's packing limit, base64) when `pad`."""
+    code = base64.b64encode(code_archive("worker")).decode()
+    largest = 4 * -(-MAX_CODE_BYTES // 3)
+    padding = "A" * max(0, largest - len(code)) if pad else ""
+    return _PROBE.format(code=code, options=options, padding=padding)
 
 
 def _with(findings: Findings, **changes: Any) -> Findings:

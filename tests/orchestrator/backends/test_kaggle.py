@@ -68,10 +68,9 @@ def test_kaggle_job_chains_kernels_to_the_local_digest(
 
     kernel = f"alice/{kernel_slug(job_id)}"
     assert emulator.push_counts[kernel] == len(segments)
-    # Every committed segment but the last was published once, for its successor to mount.
-    dataset = emulator.dataset(f"alice/{dataset_slug(job_id)}")
-    assert dataset is not None
-    assert len(dataset.versions) == len(committed) - 1
+    # Every committed segment but the last was published once, for its successor to mount, each
+    # checkpoint as a dataset of its own (retention deletes all but the newest keep_versions).
+    assert len(emulator.calls("CreateDataset")) == len(committed) - 1
 
     final = committed[-1]["checkpoint"]["model_digest"]
     assert final == reference_digest(spec, tmp_path / "reference")
@@ -278,9 +277,10 @@ def test_self_chained_job_completes_while_the_orchestrator_is_stopped(tmp_path: 
 def test_a_stale_checkpoint_version_is_rejected_never_resumed_from(
     kaggle_api: TestClient, emulator: Emulator, tmp_path: Path
 ) -> None:
-    # The first kernel that names version 2 or later is handed the version before it.
+    # The first kernel that names version 2 or later is handed the version before it. Only a
+    # job that keeps every checkpoint in one dataset (keep_versions 0) has a version before.
     emulator.faults.stale_mounts = 1
-    spec = kaggle_spec(total_steps=1000)
+    spec = kaggle_spec({"keep_versions": 0}, total_steps=1000)
     job_id = kaggle_api.post("/api/v1/jobs", json=spec).json()["id"]
     job = wait_finished(kaggle_api, job_id, timeout=480)
     assert job["state"] == "succeeded", job

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from orchestrator.backends.kaggle.findings import AccountFindings
+from orchestrator.backends.kaggle.packaging import MAX_CODE_BYTES
 from orchestrator.backends.kaggle.preflight import Outcome, Preflight, PreflightTiming, Report
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, start_emulator
@@ -102,3 +103,55 @@ def test_wrong_credentials_fail_the_first_check_and_store_nothing(tmp_path: Path
     assert report.checks[0].name == "authentication"
     assert report.checks[0].outcome is Outcome.FAIL
     assert not findings.path.exists()
+
+
+def test_the_gpu_check_reports_what_kaggle_gave(tmp_path: Path) -> None:
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR) as emulator:
+        findings = AccountFindings(tmp_path / "accounts" / "alice.json")
+        preflight = Preflight(account_on(emulator), findings, TIMING, gpu=True)
+        report = preflight.run()
+        gpu_sessions = [s for s in emulator.sessions() if s.accelerator == "gpu"]
+        assert _cleaned(emulator, preflight)
+    assert report.passed, report.checks
+    details = {check.name: check.detail for check in report.checks}
+    assert details["gpu given"] == "Kaggle gave 2 GPUs for T4 x2"
+    assert "s before Python" in details["gpu boot"]
+    (session,) = gpu_sessions
+    assert session.limit_seconds <= 60
+
+
+def test_the_gpu_check_names_phone_verification_in_one_line(tmp_path: Path) -> None:
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, phone_verified=False) as emulator:
+        findings = AccountFindings(tmp_path / "accounts" / "alice.json")
+        report = Preflight(account_on(emulator), findings, TIMING, gpu=True).run()
+        assert not [s for s in emulator.sessions() if s.accelerator == "gpu"]
+    failed = [check for check in report.checks if check.outcome is Outcome.FAIL]
+    assert [check.name for check in failed] == ["gpu and internet"]
+    assert "phone" in failed[0].detail
+    assert "\n" not in failed[0].detail
+
+
+def test_a_pinned_source_that_mounts_another_version_is_not_honoured(tmp_path: Path) -> None:
+    # Kaggle accepted the pin and mounted the version before it: the marker says so.
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR) as emulator:
+        emulator.faults.stale_mounts = 1
+        report, _ = _check(emulator, tmp_path)
+    found = {c.name: c for c in report.checks}["pinned source"]
+    assert found.outcome is Outcome.WARN
+    assert "read version 1" in found.detail
+    assert AccountFindings(tmp_path / "accounts" / "alice.json").load().pinned_sources is False
+
+
+def test_a_cut_session_counts_as_a_timeout_honoured(tmp_path: Path) -> None:
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, cut_keeps_output=True) as emulator:
+        report, _ = _check(emulator, tmp_path)
+    assert _outcomes(report)["session timeout"] is Outcome.OK
+    assert AccountFindings(tmp_path / "accounts" / "alice.json").load().timeout_honoured is True
+
+
+def test_the_large_script_check_pushes_a_script_at_the_packing_limit(tmp_path: Path) -> None:
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR) as emulator:
+        _, preflight = _check(emulator, tmp_path)
+        probes = [s for s in emulator.sessions() if s.kernel_ref == preflight.probe.ref]
+    assert probes
+    assert len(probes[0].script) >= 4 * MAX_CODE_BYTES // 3
