@@ -15,7 +15,7 @@ from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
-from tests.orchestrator.backends.kaggle.conftest import account_on
+from tests.support.kaggle import account_on
 from worker.kaggle_access.kernels import JobKernel, KernelPush, PushDeferred
 
 T4 = KernelPush("NvidiaTeslaT4", 60, False, True, [], [], [], None)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import start_emulator
-from tests.orchestrator.backends.kaggle.conftest import account_on
+from tests.support.kaggle import account_on
 from worker.boundary.contract import SegmentResult, Timings
 from worker.kaggle_access.successor import checkpoint_source, quota_left, successor_seconds
 

@@ -24,7 +24,7 @@ from tests.factories import (
 )
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
-from tests.orchestrator.backends.kaggle.conftest import account_on
+from tests.support.kaggle import account_on
 from worker.kaggle_access.kernel_script import launch_id_of
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 
