@@ -4,6 +4,7 @@ the API, the official client and the emulator with each first-contact switch on.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -58,13 +59,26 @@ def _one_session_per_segment(emulator: Emulator, job_id: str, segments: list[Any
 def test_a_refused_first_push_leaves_a_shell_and_the_job_completes_under_a_fresh_slug(
     tmp_path: Path,
 ) -> None:
+    release = tmp_path / "release-the-gpus"
+
     def own_notebooks_hold_the_gpu_cap(emulator: Emulator) -> None:
+        # The user's own notebooks hold both GPUs until the job's first push has been refused
+        # (and left its shell), whatever the machine's speed; then they end.
         alice = account_on(emulator)
         for name in ("own-1", "own-2"):
             JobKernel(alice, name).push(
-                "import time\ntime.sleep(2)\n",
-                KernelPush("NvidiaTeslaT4", 60, False, True, [], [], [], None),
+                f"import os, time\nwhile not os.path.exists({str(release)!r}):\n"
+                "    time.sleep(0.2)\n",
+                KernelPush("NvidiaTeslaT4", 300, False, True, [], [], [], None),
             )
+
+        def release_after_the_refusal() -> None:
+            deadline = time.monotonic() + 300
+            while not emulator.shells and time.monotonic() < deadline:
+                time.sleep(0.2)
+            release.touch()
+
+        threading.Thread(target=release_after_the_refusal, daemon=True).start()
 
     spec = kaggle_spec()
     job, segments, emulator = _run_job(
