@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.checkpoint import commit_checkpoint, read_checkpoint, state_nbytes
+from worker.checkpoint import (
+    commit_checkpoint,
+    read_checkpoint,
+    recommit_checkpoint,
+    state_nbytes,
+)
 from worker.contract import (
     COMMITTED_OUTCOMES,
     HEARTBEAT_FILE,
@@ -142,6 +147,7 @@ class SegmentRunner:
             limit_seconds=spec.limit_seconds,
         )
         self.progress = _Progress(step=start_step)
+        self.given: Manifest | None = None  # the verified checkpoint this segment resumed from
 
     def run(self) -> SegmentResult:
         """Run the segment and write result.json; never raises for trainer errors."""
@@ -181,7 +187,7 @@ class SegmentRunner:
         """Verify, build and restore the trainer; verification first so a bad input fails fast."""
         started = self.clock()
         spec = self.spec
-        manifest = self._verify_resume()
+        manifest = self.given = self._verify_resume()
         configure_torch(spec.config)
         seed_everything(spec.seed)
         trainer_cls = import_trainer(spec.trainer)
@@ -289,15 +295,26 @@ class SegmentRunner:
 
     def _commit(self, trainer: Trainer) -> None:
         started = self.clock()
-        manifest = commit_checkpoint(
-            self.output_dir,
-            trainer,
-            self.progress.step,
-            capture_rng_state(),
-            self.spec.job_id,
-            self.spec.segment_index,
-            self.group,
-        )
+        given, spec = self.given, self.spec
+        if given is not None and spec.resume_path is not None and given.step == self.progress.step:
+            # No step taken: the state it was given is the state to commit, whatever the API.
+            manifest = recommit_checkpoint(
+                self.root / spec.resume_path,
+                given,
+                self.output_dir,
+                spec.segment_index,
+                self.group,
+            )
+        else:
+            manifest = commit_checkpoint(
+                self.output_dir,
+                trainer,
+                self.progress.step,
+                capture_rng_state(),
+                spec.job_id,
+                spec.segment_index,
+                self.group,
+            )
         self.result.timings.save = self.clock() - started
         self.result.model_digest = manifest.model_digest
         log.info("committed checkpoint at step %d (%d bytes)", manifest.step, manifest.total_bytes)

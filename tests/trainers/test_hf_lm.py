@@ -1,10 +1,14 @@
 """The Hugging Face Trainer, joined by Baton's callback: chained over real worker processes it
 ends with the uninterrupted run's weights and the same loss at every logged step."""
 
+import dataclasses
 import itertools
+import json
+from pathlib import Path
 
 import pytest
 
+from tests.support.hf_trainers import WAITING_LOG
 from tests.support.segments import (
     make_root,
     make_spec,
@@ -12,10 +16,11 @@ from tests.support.segments import (
     output_checkpoint,
     read_result,
     run_worker,
+    start_worker,
     terminate_after_step,
 )
-from worker.contract import Outcome, SegmentSpec
-from worker.hf import StepPositionedSampler
+from worker.contract import Estimates, Outcome, SegmentResult, SegmentSpec
+from worker.hf import HF_STATE_DIR, SUMMARY_LOG_KEY, TRAINER_STATE_NAME, StepPositionedSampler
 from worker.manifest import verify_checkpoint
 
 TOTAL_STEPS = 12
@@ -26,24 +31,45 @@ pytestmark = pytest.mark.slow
 
 
 def hf_spec(**overrides) -> SegmentSpec:
-    return make_spec(
-        job_id="hf-lm",
-        trainer="trainers.hf_lm:HFCausalLM",
-        config=CONFIG,
-        total_steps=TOTAL_STEPS,
-        seed=11,
-        **overrides,
-    )
+    fields = {
+        "job_id": "hf-lm",
+        "trainer": "trainers.hf_lm:HFCausalLM",
+        "config": CONFIG,
+        "total_steps": TOTAL_STEPS,
+        "seed": 11,
+    }
+    return make_spec(**{**fields, **overrides})
 
 
-def test_chained_hf_trainer_matches_the_uninterrupted_run(tmp_path):
-    whole_spec = hf_spec()
-    whole_root = make_root(tmp_path / "whole", whole_spec)
-    finished = run_worker(whole_root)
+@dataclasses.dataclass(frozen=True)
+class Run:
+    root: Path
+    spec: SegmentSpec
+    result: SegmentResult
+
+    @property
+    def trainer_state(self) -> dict:
+        path = output_checkpoint(self.root, self.spec) / HF_STATE_DIR / TRAINER_STATE_NAME
+        return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> Run:
+    """The uninterrupted run every chained run must end on."""
+    spec = hf_spec()
+    root = make_root(tmp_path_factory.mktemp("whole"), spec)
+    finished = run_worker(root)
     assert finished.returncode == 0, finished.stderr[-3000:]
-    whole = read_result(whole_root, whole_spec)
-    assert (whole.outcome, whole.end_step) == (Outcome.COMPLETED, TOTAL_STEPS)
+    run = Run(root, spec, read_result(root, spec))
+    assert (run.result.outcome, run.result.end_step) == (Outcome.COMPLETED, TOTAL_STEPS)
+    return run
 
+
+def step_logs(state: dict) -> list[dict]:
+    return [entry for entry in state["log_history"] if SUMMARY_LOG_KEY not in entry]
+
+
+def test_chained_hf_trainer_matches_the_uninterrupted_run(tmp_path, whole):
     spec, root, results = hf_spec(), None, []
     for index, stop_after in enumerate([3, 7, None]):
         if results:
@@ -60,12 +86,67 @@ def test_chained_hf_trainer_matches_the_uninterrupted_run(tmp_path):
     assert [r.outcome for r in results] == [Outcome.STOPPED, Outcome.STOPPED, Outcome.COMPLETED]
     for before, after in itertools.pairwise(results):
         assert after.start_step == before.end_step > before.start_step
-    assert verify_checkpoint(output_checkpoint(root, spec)).model_digest == whole.model_digest
-    assert results[-1].model_digest == whole.model_digest
+    assert (
+        verify_checkpoint(output_checkpoint(root, spec)).model_digest == whole.result.model_digest
+    )
+    assert results[-1].model_digest == whole.result.model_digest
     # Every step is logged: loss, learning rate and grad norm match at each one.
     chained = [m for r in results for m in r.metrics]
-    assert chained == whole.metrics
+    assert chained == whole.result.metrics
     assert [m["step"] for m in chained] == list(range(1, TOTAL_STEPS + 1))
+    # The Trainer's own bookkeeping chains too: step, epoch and one log entry per step.
+    final = Run(root, spec, results[-1]).trainer_state
+    expected = whole.trainer_state
+    assert (final["global_step"], final["epoch"]) == (TOTAL_STEPS, 1.0)
+    assert (final["global_step"], final["epoch"]) == (expected["global_step"], expected["epoch"])
+    assert len(final["log_history"]) == len(expected["log_history"]) == TOTAL_STEPS + 1
+    assert step_logs(final) == step_logs(expected)
+
+
+def test_segments_that_take_no_step_commit_and_chain_to_the_uninterrupted_run(tmp_path, whole):
+    """A pause during load (before the Trainer built its optimizer) and a deadline before the
+    first step each commit a checkpoint; the job still ends on the uninterrupted weights."""
+    gate = tmp_path / "gate"
+    spec = hf_spec(
+        trainer="tests.support.hf_trainers:GatedHFCausalLM",
+        config={**CONFIG, "load_gate": str(gate)},
+    )
+    root = make_root(tmp_path / "seg0", spec)
+    process = start_worker(root)
+    assert process.stderr is not None
+    for line in process.stderr:
+        if WAITING_LOG in line:
+            process.terminate()  # the pause arrives while the trainer loads
+            gate.touch()
+            break
+    process.communicate(timeout=120)
+    assert process.returncode == 0
+    paused = read_result(root, spec)
+    assert (paused.outcome, paused.start_step, paused.end_step) == (Outcome.STOPPED, 0, 0)
+    assert verify_checkpoint(output_checkpoint(root, spec)).step == 0
+
+    results = [paused]
+    # Then a few steps, then a session whose first step would already overrun its deadline.
+    for index, kind in enumerate(["steps", "no-time", "rest"], start=1):
+        # The step-time guard for the first step: far longer than the session.
+        guard = 10 * spec.limit_seconds if kind == "no-time" else None
+        spec = next_spec(spec, results[-1], estimates=Estimates(step_seconds=guard))
+        previous, root = root, tmp_path / f"seg{index}"
+        make_root(root, spec, resume_from=output_checkpoint(previous, spec))
+        if kind == "steps":
+            assert terminate_after_step(root, 4) == 0
+        else:
+            finished = run_worker(root)
+            assert finished.returncode == 0, finished.stderr[-3000:]
+        results.append(read_result(root, spec))
+
+    no_time = results[2]
+    assert (no_time.outcome, no_time.start_step) == (Outcome.DEADLINE, results[1].end_step)
+    assert no_time.end_step == no_time.start_step > 0
+    recommitted = verify_checkpoint(output_checkpoint(tmp_path / "seg2", spec))
+    assert (recommitted.segment_index, recommitted.step) == (2, no_time.end_step)
+    assert results[-1].outcome == Outcome.COMPLETED
+    assert results[-1].model_digest == whole.result.model_digest
 
 
 def test_sampler_resumes_at_the_step_without_replaying(tmp_path):
