@@ -29,6 +29,9 @@ class Outcome(enum.StrEnum):
     DEADLINE = "deadline"  # stopped before the session deadline; checkpoint committed
     STOPPED = "stopped"  # stop flag (SIGTERM) set; checkpoint committed
     FAILED = "failed"  # an exception; nothing committed
+    # A non-finite loss or gradient norm on N steps in a row: stopped, the diverged state not
+    # committed; the error says where, and which checkpoint is the last good one.
+    DIVERGED = "diverged"
     REJECTED = "rejected"  # the resume checkpoint was missing, corrupt or stale
 
 
@@ -69,6 +72,19 @@ class MarginPolicy:
 
 
 @dataclass(frozen=True)
+class WatchdogPolicy:
+    """The session's own health checks (worker.watchdog).
+
+    Hung: no step ended within max(hang_floor_seconds, hang_multiple * step time); 0 turns the
+    hang watch off. Diverged: a non-finite loss or grad norm on divergence_steps steps in a row.
+    """
+
+    hang_multiple: float = 10.0
+    hang_floor_seconds: float = 600.0
+    divergence_steps: int = 3
+
+
+@dataclass(frozen=True)
 class SegmentSpec:
     """Everything a session needs to run one segment of a job."""
 
@@ -87,6 +103,7 @@ class SegmentSpec:
     output_dir: str = "working"
     # Worker processes (ranks) in the session: one per GPU on a t4x2, or CPU ranks over gloo.
     nproc: int = 1
+    watchdog: WatchdogPolicy = field(default_factory=WatchdogPolicy)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -96,6 +113,7 @@ class SegmentSpec:
         data = dict(data)
         data["margin"] = MarginPolicy(**data.get("margin", {}))
         data["estimates"] = Estimates(**data.get("estimates", {}))
+        data["watchdog"] = WatchdogPolicy(**data.get("watchdog", {}))
         expect = data.get("expect")
         data["expect"] = ExpectedCheckpoint(**expect) if expect else None
         return cls(**data)

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 
 from worker.contract import RESULT_FILE, Outcome, SegmentResult, SegmentSpec
+from worker.rank_notes import clear_rank_notes, peer_failure
 
 log = logging.getLogger("worker.launch")
 
@@ -49,6 +50,7 @@ def launch_ranks(spec: SegmentSpec, root: Path, started_at: float) -> SegmentRes
     result_path = root / spec.output_dir / RESULT_FILE
     # A result left by an earlier attempt must not pass for this one's.
     result_path.unlink(missing_ok=True)
+    clear_rank_notes(result_path.parent)
     process = subprocess.Popen(torchrun_command(root, spec.nproc, started_at))
 
     def forward(signum: int, frame: FrameType | None) -> None:
@@ -71,7 +73,8 @@ def launch_ranks(spec: SegmentSpec, root: Path, started_at: float) -> SegmentRes
         start_step=start_step,
         end_step=start_step,
         limit_seconds=spec.limit_seconds,
-        error=f"a rank failed before rank 0 reported; torchrun exited {returncode}",
+        error=peer_failure(result_path.parent, 0)
+        or f"a rank failed before rank 0 reported; torchrun exited {returncode}",
     )
     result_path.parent.mkdir(parents=True, exist_ok=True)
     result.write(result_path)

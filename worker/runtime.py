@@ -40,6 +40,7 @@ from worker.distributed import (
     GO_ON,
     STOP_COMPLETED,
     STOP_DEADLINE,
+    STOP_DIVERGED,
     STOP_FLAG,
     RankGroup,
     RankInfo,
@@ -50,10 +51,17 @@ from worker.distributed import (
 from worker.launch import launch_ranks
 from worker.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
 from worker.proctime import process_start_time
+from worker.rank_notes import await_peer_failure, peer_failure, write_rank_note
 from worker.reasons import one_line, reason_for
 from worker.rng import capture_rng_state, restore_rng_state, seed_everything
 from worker.stopflag import StopFlag
 from worker.trainer import LoopTrainer, TrainContext, Trainer
+from worker.watchdog import (
+    DivergenceCounter,
+    HangWatch,
+    divergence_reason,
+    dump_stacks_and_exit,
+)
 
 EXIT_COMMITTED = 0
 EXIT_FAILED = 1
@@ -102,6 +110,7 @@ _STOP_OUTCOMES: dict[int, str | None] = {
     STOP_DEADLINE: Outcome.DEADLINE,
     STOP_FLAG: Outcome.STOPPED,
     STOP_COMPLETED: Outcome.COMPLETED,
+    STOP_DIVERGED: Outcome.DIVERGED,
 }
 
 
@@ -148,6 +157,10 @@ class SegmentRunner:
         )
         self.progress = _Progress(step=start_step)
         self.given: Manifest | None = None  # the verified checkpoint this segment resumed from
+        self.divergence = DivergenceCounter(spec.watchdog.divergence_steps)
+        self.diverged = False
+        # Real elapsed time, whatever clock the deadline reads: a hang is wall time.
+        self.hang_watch = HangWatch(spec.watchdog, time.monotonic, self._end_hung)
 
     def run(self) -> SegmentResult:
         """Run the segment and write result.json; never raises for trainer errors."""
@@ -156,7 +169,10 @@ class SegmentRunner:
         try:
             trainer = self._load()
             self.result.outcome = self._train(trainer)
-            self._commit(trainer)
+            if self.result.outcome == Outcome.DIVERGED:
+                self._report_divergence()
+            else:
+                self._commit(trainer)
         except CorruptCheckpoint as exc:
             log.error("resume checkpoint rejected: %s", exc)
             self.result.outcome = Outcome.REJECTED
@@ -165,7 +181,12 @@ class SegmentRunner:
             log.exception("segment failed at step %d", self.progress.step)
             self.result.outcome = Outcome.FAILED
             # The traceback is in the session log (log.exception above); users read one line.
-            self.result.error = reason_for(exc)
+            # A broken collective is a symptom: a peer that failed first says why.
+            self.result.error = peer_failure(self.output_dir, self.group.info.rank) or reason_for(
+                exc
+            )
+            if not self.group.info.is_main:
+                write_rank_note(self.output_dir, self.group.info.rank, self.result.error)
         # Only committed steps count: the next segment resumes from the committed checkpoint.
         if self.result.committed:
             self.result.end_step = self.progress.step
@@ -225,6 +246,8 @@ class SegmentRunner:
         return _STOP_OUTCOMES[self.group.agree_stop(self._local_stop_code())]
 
     def _local_stop_code(self) -> int:
+        if self.diverged:
+            return STOP_DIVERGED
         if self.progress.step >= self.spec.total_steps:
             return STOP_COMPLETED
         if self.stop_flag.is_set:
@@ -234,8 +257,16 @@ class SegmentRunner:
         return GO_ON
 
     def _train(self, trainer: Trainer) -> str:
-        if isinstance(trainer, LoopTrainer):
-            return self._drive_loop(trainer)
+        self.hang_watch.beat(self.progress.step, self.spec.estimates.step_seconds)
+        self.hang_watch.start()
+        try:
+            if isinstance(trainer, LoopTrainer):
+                return self._drive_loop(trainer)
+            return self._run_steps(trainer)
+        finally:
+            self.hang_watch.stop()
+
+    def _run_steps(self, trainer: Trainer) -> str:
         log_every = max(1, int(self.spec.config.get("log_every", DEFAULT_LOG_EVERY)))
         metrics: dict[str, float] = {}
         while (reason := self._stop_reason()) is None:
@@ -247,7 +278,8 @@ class SegmentRunner:
             self.progress.step += 1
             metrics = {"step": self.progress.step}
             metrics.update({key: float(value) for key, value in step_metrics.items()})
-            if self.progress.step % log_every == 0:
+            self._watch_step(metrics)
+            if self.progress.step % log_every == 0 or self.divergence.streak:
                 self._record(metrics)
             # started + elapsed is the step's end, without another reading of the clock.
             self._beat(started + elapsed, step_metrics.get("loss"))
@@ -270,6 +302,34 @@ class SegmentRunner:
                 )
         log.info("stopping at step %d: %s", self.progress.step, reason)
         return reason
+
+    def _watch_step(self, metrics: Mapping[str, float]) -> None:
+        """After a step: the hang watch sees it, the divergence count sees its loss."""
+        self.hang_watch.beat(self.progress.step, self.budget.step_seconds)
+        if self.divergence.record(self.progress.step, metrics):
+            self.diverged = True
+
+    def _report_divergence(self) -> None:
+        diverged_at = self.divergence.first_bad_step or self.progress.step
+        last_good = self.given.step if self.given is not None else None
+        self.result.error = divergence_reason(diverged_at, last_good)
+        log.error("%s; nothing committed", self.result.error)
+
+    def _end_hung(self, reason: str) -> None:
+        """The hang watch's action (its thread): stacks to the log, the reason on disk, exit."""
+
+        def leave_reason() -> None:
+            if self.group.info.is_main:
+                # Every rank's watch fires within a poll of the others; a peer's reason is the
+                # cause when this rank only waited for it in a collective.
+                wait = 0.0 if self.group.info.world_size == 1 else 3 * self.hang_watch.poll_seconds
+                self.result.outcome = Outcome.FAILED
+                self.result.error = await_peer_failure(self.output_dir, 0, wait) or reason
+                self._finish()
+            else:
+                write_rank_note(self.output_dir, self.group.info.rank, reason)
+
+        dump_stacks_and_exit(reason, EXIT_FAILED, leave_reason)
 
     def _beat(self, now: float, loss: float | None) -> None:
         """Rewrite working/heartbeat.json after the first step, then at most every second."""
@@ -342,13 +402,17 @@ class _RunnerDriver:
         runner.budget.record_step(elapsed)
         runner.progress.train_seconds += elapsed
         runner.progress.step = step
+        runner.hang_watch.beat(step, runner.budget.step_seconds)
         runner._beat(now, None)
         self.reason = runner._stop_reason()
         self.step_started = runner.clock()
         return self.reason is not None
 
     def record_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        # The Trainer logs a step after asking whether to stop: a divergence stops the next.
         self.runner._record({"step": step, **{key: float(v) for key, v in metrics.items()}})
+        if self.runner.divergence.record(step, metrics):
+            self.runner.diverged = True
 
 
 def main(argv: list[str] | None = None) -> int:

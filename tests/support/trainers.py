@@ -14,12 +14,17 @@ Config keys (all optional):
     stop_every_steps: int           SIGTERM itself after this many steps of a segment, so the
                                     runtime commits and the job chains a new segment: sessions
                                     of a fixed number of steps, whatever the machine's speed
+    hang_at_step: int               block forever when this step begins (a hung collective or
+                                    dataloader); with hang_rank, only on that rank
+    nan_from_step: int              the loss is NaN from this step on, counted from 1 as the
+                                    step log counts (the weights go NaN with it)
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,6 +59,9 @@ class LinearTrainer(Trainer):
         config = self.ctx.config
         if config.get("fail_at_step") == step and self._fault_armed():
             raise RuntimeError(f"injected failure at step {step}")
+        hangs_here = config.get("hang_rank", self.ctx.rank) == self.ctx.rank
+        if config.get("hang_at_step") == step and hangs_here and self._fault_armed():
+            threading.Event().wait()  # forever: only the watchdog ends this process
         if config.get("step_sleep"):
             time.sleep(float(config["step_sleep"]))
         every = config.get("stop_every_steps")
@@ -61,6 +69,9 @@ class LinearTrainer(Trainer):
             os.kill(os.getpid(), signal.SIGTERM)  # the stop flag: commit after this step
         index = torch.tensor(self.sampler.take(BATCH))
         loss = nn.functional.mse_loss(self.model(self.inputs[index]), self.targets[index])
+        nan_from = config.get("nan_from_step")
+        if nan_from is not None and step + 1 >= int(nan_from):
+            loss = loss * float("nan")
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()
