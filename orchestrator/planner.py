@@ -16,6 +16,7 @@ from worker.contract import (
     ExpectedCheckpoint,
     MarginPolicy,
     SegmentSpec,
+    WatchdogPolicy,
 )
 
 # Learned costs use the worst of the last few segments, padded: a save that took 10 s last time
@@ -57,6 +58,8 @@ class SegmentPlan:
     limit_seconds: float
     estimates: Estimates
     resume: CheckpointRef | None
+    # Times the job was rolled back after diverging: each shifts the data-order seed.
+    rollbacks: int = 0
 
 
 def minimum_session_seconds(history: Sequence[PastSegment]) -> float:
@@ -96,6 +99,7 @@ def plan_next_segment(
     latest: CheckpointRef | None,
     history: Sequence[PastSegment],
     quota_seconds: float | None = None,
+    rollbacks: int = 0,
 ) -> SegmentPlan:
     limit = spec.session.limit_seconds
     if quota_seconds is not None:
@@ -111,7 +115,17 @@ def plan_next_segment(
         limit_seconds=limit,
         estimates=estimates,
         resume=latest,
+        rollbacks=rollbacks,
     )
+
+
+def data_order_seed(seed: int, rollbacks: int) -> int:
+    """The seed a segment runs with: the job's, shifted once per rollback after a divergence.
+
+    Resumed state (model, optimizer, RNG streams) comes from the checkpoint either way; what the
+    seed still decides after a resume is the data order of the steps to come.
+    """
+    return (seed + rollbacks) % 2**32
 
 
 def build_segment_spec(job_id: str, spec: JobSpec, plan: SegmentPlan) -> SegmentSpec:
@@ -125,7 +139,7 @@ def build_segment_spec(job_id: str, spec: JobSpec, plan: SegmentPlan) -> Segment
         config=spec.config,
         total_steps=spec.total_steps,
         limit_seconds=plan.limit_seconds,
-        seed=spec.seed,
+        seed=data_order_seed(spec.seed, plan.rollbacks),
         margin=MarginPolicy(
             k_steps=spec.session.margin.k_steps,
             safety_seconds=spec.session.margin.safety_seconds,
@@ -134,4 +148,9 @@ def build_segment_spec(job_id: str, spec: JobSpec, plan: SegmentPlan) -> Segment
         resume_path=INPUT_CHECKPOINT if plan.resume else None,
         expect=expect,
         nproc=spec.nproc,
+        watchdog=WatchdogPolicy(
+            hang_multiple=spec.session.watchdog.hang_multiple,
+            hang_floor_seconds=spec.session.watchdog.hang_floor_seconds,
+            divergence_steps=spec.session.watchdog.divergence_steps,
+        ),
     )

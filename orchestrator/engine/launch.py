@@ -25,6 +25,7 @@ from orchestrator.engine.context import (
     job_view,
     stored_spec,
 )
+from orchestrator.engine.rollbacks import count_rollbacks
 from orchestrator.launch_id import LaunchId
 from orchestrator.lifecycle import (
     JobState,
@@ -155,6 +156,7 @@ def _record_intent(
         CheckpointRef(resume.segment_index, resume.step) if resume else None,
         history,
         quota.seconds_left if quota is not None else None,
+        count_rollbacks(session, job.id),
     )
     segment = Segment(
         job_id=job.id,

@@ -11,6 +11,7 @@ from sqlalchemy import select, update
 
 from orchestrator.backends.base import Backend, Collected, Gone, Rejected, SessionStatus
 from orchestrator.engine.context import Context, Next, apply_decision, clip, job_view
+from orchestrator.engine.rollbacks import count_rollbacks
 from orchestrator.lifecycle import JobState, SegmentEnd, SegmentState, decide_segment_end
 from orchestrator.models import Job, Segment
 from orchestrator.transitions import record_event, set_segment_state
@@ -107,8 +108,9 @@ def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> No
             result.end_step if committed and result else None,
             reason,
             progressed=bool(committed and result and result.end_step > segment.start_step),
+            diverged=result is not None and result.outcome == Outcome.DIVERGED,
         )
-        decision = decide_segment_end(job_view(fresh), end)
+        decision = decide_segment_end(job_view(fresh, count_rollbacks(session, job.id)), end)
         if decision.to_state is not None or decision.fields:
             apply_decision(session, fresh, decision)
         _wake_queued(session, segment.slot_key)

@@ -107,6 +107,9 @@ def _failed(failures: int, last: str, **fields: Any) -> Decision:
 
 
 NO_STEP = "the segment committed no new step"
+DIVERGED = "diverged at step 47; last good checkpoint at step 20"
+ROLLBACK = "resuming from it once with a different data-order seed"
+ROLLING_BACK = replace(RUNNING, rollback_on_divergence=True)
 
 SEGMENT_ENDS: list[tuple[JobView, SegmentEnd, Decision]] = [
     # Cancelled meanwhile: the job stays as the user set it.
@@ -201,6 +204,40 @@ SEGMENT_ENDS: list[tuple[JobView, SegmentEnd, Decision]] = [
             {"steps_done": 20, "failures": 0, "pause_requested": False},
             "segment_committed",
             "stopped",
+        ),
+    ),
+    # Diverged: retrying the same data order diverges again, so no retry is counted.
+    (
+        RUNNING,
+        SegmentEnd(False, None, DIVERGED, diverged=True),
+        Decision(
+            JobState.FAILED,
+            {"reason": DIVERGED, "pause_requested": False},
+            "diverged",
+            DIVERGED,
+        ),
+    ),
+    (
+        ROLLING_BACK,
+        SegmentEnd(False, None, DIVERGED, diverged=True),
+        Decision(JobState.QUEUED, {}, "rolled_back", f"{DIVERGED}; {ROLLBACK}"),
+    ),
+    (
+        replace(ROLLING_BACK, pause_requested=True),
+        SegmentEnd(False, None, DIVERGED, diverged=True),
+        Decision(
+            JobState.PAUSED, {"pause_requested": False}, "rolled_back", f"{DIVERGED}; {ROLLBACK}"
+        ),
+    ),
+    # Rolled back once already: the second divergence fails the job.
+    (
+        replace(ROLLING_BACK, rollbacks=1),
+        SegmentEnd(False, None, DIVERGED, diverged=True),
+        Decision(
+            JobState.FAILED,
+            {"reason": DIVERGED, "pause_requested": False},
+            "diverged",
+            DIVERGED,
         ),
     ),
 ]

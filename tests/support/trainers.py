@@ -17,7 +17,8 @@ Config keys (all optional):
     hang_at_step: int               block forever when this step begins (a hung collective or
                                     dataloader); with hang_rank, only on that rank
     nan_from_step: int              the loss is NaN from this step on, counted from 1 as the
-                                    step log counts (the weights go NaN with it)
+                                    step log counts (the weights go NaN with it); with
+                                    fault_marker, armed for the whole of one segment only
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class LinearTrainer(Trainer):
         )
         self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=7, gamma=0.9)
         self.sampler = ResumableSampler(SAMPLES, seed=self.ctx.seed)
+        # Whether the NaN fault fires, decided at its first step: the streak stays unbroken.
+        self.nan_armed: bool | None = None
 
     def train_step(self, step: int) -> Mapping[str, float]:
         config = self.ctx.config
@@ -71,7 +74,10 @@ class LinearTrainer(Trainer):
         loss = nn.functional.mse_loss(self.model(self.inputs[index]), self.targets[index])
         nan_from = config.get("nan_from_step")
         if nan_from is not None and step + 1 >= int(nan_from):
-            loss = loss * float("nan")
+            if self.nan_armed is None:
+                self.nan_armed = self._fault_armed()
+            if self.nan_armed:
+                loss = loss * float("nan")
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()
