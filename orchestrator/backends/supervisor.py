@@ -5,6 +5,11 @@ even while the orchestrator is down. At the limit it sends SIGTERM to the sessio
 then SIGKILL after the grace period. A session that hit its limit loses its output, as on Kaggle:
 its `working/` is deleted. The outcome goes to `status.json`, written atomically, last.
 
+The supervisor owns every process of its session: it is their subreaper (Linux), so a rank that
+torchrun left behind, or a process that started its own group, becomes its child, and when the
+session's main process has ended it kills and reaps all of them before writing `status.json`.
+Nothing of a session runs on after it is collected.
+
 Usage: python -m orchestrator.backends.supervisor SESSION_ROOT
 """
 
@@ -42,6 +47,10 @@ _STOP_RESEND_SECONDS = 1.0
 # SIGTERM cancels the session, SIGUSR1 asks it to stop gracefully.
 CONTROL_SIGNALS = frozenset({signal.SIGTERM, signal.SIGUSR1})
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+# How long the leftovers of an ended session get to die of SIGKILL before the supervisor stops
+# waiting (a process in uninterruptible sleep); the kill was sent either way.
+_REAP_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,26 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+def _become_subreaper() -> None:
+    """Orphans of the session re-parent to the supervisor instead of init (Linux only)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    except (OSError, AttributeError):
+        pass
+
+
+def _end_leftovers(proc: subprocess.Popen[bytes]) -> None:
+    """Kill and reap whatever the session started and left running: its process group, and
+    every descendant (other groups too, re-parented here as the subreaper)."""
+    _signal_group(proc.pid, signal.SIGKILL)
+    left = psutil.Process().children(recursive=True)
+    for process in left:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(left, timeout=_REAP_SECONDS)
+
+
 class _Requests:
     """Flags set by signal handlers; the supervision loop acts on them."""
 
@@ -188,6 +217,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
                 killed = True
                 _signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
+    _end_leftovers(proc)
     dropped = timed_out or requests.cancel
     if dropped:
         shutil.rmtree(root / WORKING_DIR, ignore_errors=True)
@@ -220,6 +250,7 @@ def main(argv: list[str]) -> int:
     # delivered now, to the handler.
     os.umask(0o077)  # the session's log, output and checkpoints are its owner's alone
     requests = _Requests()
+    _become_subreaper()
     root = Path(argv[1]).resolve()
     _announce(root)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, CONTROL_SIGNALS)

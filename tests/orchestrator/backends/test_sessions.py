@@ -125,3 +125,17 @@ def test_a_stop_during_start_up_is_not_a_kill(tmp_path: Path) -> None:
     ended = _wait_finished(tmp_path, timeout=15)
     assert (ended.exit_code, ended.output_dropped) == (0, False)
     assert (tmp_path / "working" / "out").read_text().strip() == "stopped"
+
+
+@pytest.mark.parametrize("new_group", [False, True], ids=["same-group", "own-session"])
+def test_no_process_of_a_session_outlives_it(tmp_path: Path, new_group: bool) -> None:
+    """A child that ignores SIGTERM (a rank still starting up) and outlives the session's main
+    process, in its group or in a session of its own, is killed before the session counts as
+    ended: 2 s after status.json exists, nothing of it is alive."""
+    spawn = "setsid " if new_group else ""
+    leftover = f"{spawn}sh -c 'trap \"\" TERM; echo $$ > leftover.pid; exec sleep 300' &"
+    _start(tmp_path, f"{leftover} while [ ! -s leftover.pid ]; do sleep 0.05; done; exit 3")
+    ended = _wait_finished(tmp_path)
+    assert ended.exit_code == 3
+    pid = int((tmp_path / "leftover.pid").read_text())
+    assert _gone(pid, timeout=2)
