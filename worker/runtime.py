@@ -209,10 +209,13 @@ class SegmentRunner:
         started = self.clock()
         spec = self.spec
         manifest = self.given = self._verify_resume()
+        if manifest is not None:
+            log.info("start-up: resume checkpoint verified (step %d)", manifest.step)
         configure_torch(spec.config)
         seed_everything(spec.seed)
         trainer_cls = import_trainer(spec.trainer)
         trainer = trainer_cls(self._context())
+        log.info("start-up: setting up %s", spec.trainer)
         trainer.setup()
         if manifest is not None and spec.resume_path is not None:
             resume = read_checkpoint(
@@ -225,6 +228,12 @@ class SegmentRunner:
         elif spec.estimates.save_seconds is None:
             self.budget.record_state_size(state_nbytes(trainer.state_dict()))
         self.result.timings.load = self.clock() - started
+        log.info(
+            "start-up: ready to train at step %d after %.1f s (load %.1f s)",
+            self.progress.step,
+            self.clock() - self.process_start,
+            self.result.timings.load,
+        )
         return trainer
 
     def _context(self) -> TrainContext:
@@ -438,6 +447,15 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, TypeError) as exc:
         log.error("cannot read %s: %s", root / SEGMENT_FILE, exc)
         return EXIT_FAILED
+    # Start-up progress reaches the log line by line: a session killed while it is still
+    # starting shows how far it got instead of an empty log.
+    log.info(
+        "start-up: segment %d of %s, %d rank(s), limit %.0f s",
+        spec.segment_index,
+        spec.job_id,
+        spec.nproc,
+        spec.limit_seconds,
+    )
     # A trainer module shipped inside the session root imports like one next to a script.
     sys.path.append(str(root))
     if spec.nproc > 1 and not launched_by_torchrun():
@@ -460,7 +478,10 @@ def run_rank(spec: SegmentSpec, root: Path, process_start: float) -> SegmentResu
         for handler in logging.getLogger().handlers:
             handler.setFormatter(logging.Formatter(rank_format))
     with StopFlag() as stop_flag:
-        import torch  # noqa: F401  (counted as startup: it is a fixed cost of every session)
+        log.info("start-up: importing torch")
+        import torch  # (counted as startup: it is a fixed cost of every session)
+
+        log.info("start-up: torch %s imported", torch.__version__)
 
         timeout = float(
             spec.config.get("collective_timeout_seconds", DEFAULT_COLLECTIVE_TIMEOUT_SECONDS)

@@ -16,6 +16,7 @@ Config keys (all optional):
                                     of a fixed number of steps, whatever the machine's speed
     hang_at_step: int               block forever when this step begins (a hung collective or
                                     dataloader); with hang_rank, only on that rank
+    load_gate: str                  absolute path: setup waits until it exists (tests.support.gates)
     nan_from_step: int              the loss is NaN from this step on, counted from 1 as the
                                     step log counts (the weights go NaN with it); with
                                     fault_marker, armed for the whole of one segment only
@@ -34,6 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tests.support.gates import wait_at_gate
 from worker.sampler import ResumableSampler
 from worker.trainer import TRAINER_STATE_FILE, Trainer
 
@@ -44,6 +46,7 @@ BATCH = 8
 
 class LinearTrainer(Trainer):
     def setup(self) -> None:
+        wait_at_gate(self.ctx)
         config = self.ctx.config
         generator = torch.Generator().manual_seed(self.ctx.seed)
         self.inputs = torch.randn(SAMPLES, FEATURES, generator=generator)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.hf_trainers import WAITING_LOG
+from tests.support.gates import WAITING_LOG
 from tests.support.segments import (
     make_root,
     make_spec,

@@ -1,0 +1,77 @@
+"""Local sessions killed while starting up: the log shows how far they got, and no process of
+theirs outlives them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from orchestrator.backends.base import LaunchRequest, SessionStatus
+from orchestrator.backends.local import LocalBackend
+from tests.factories import stop_sessions
+from tests.support.gates import WAITING_LOG
+from tests.support.segments import make_spec
+from tests.support.supervisors import SUPERVISOR_MODULE
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> Iterator[LocalBackend]:
+    yield LocalBackend(tmp_path / "sessions", grace_seconds=1)
+    stop_sessions(tmp_path / "sessions")
+
+
+def wait_for_log(backend: LocalBackend, handle: str, text: str, timeout: float = 120) -> str:
+    bound = time.monotonic() + timeout
+    while text not in (log := backend.log(handle) or ""):
+        assert backend.status(handle) is not SessionStatus.FINISHED, log[-3000:]
+        assert time.monotonic() < bound, log[-3000:]
+        time.sleep(0.05)
+    return log
+
+
+def wait_finished(backend: LocalBackend, handle: str, timeout: float = 120) -> None:
+    bound = time.monotonic() + timeout
+    while backend.status(handle) is not SessionStatus.FINISHED:
+        assert time.monotonic() < bound, "the session never finished"
+        time.sleep(0.05)
+
+
+def session_processes(root: Path) -> list[psutil.Process]:
+    """Live processes working in the session's directory (the worker, torchrun, its ranks),
+    not counting its supervisor, which exits once it has reported the end."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            live = process.status() != psutil.STATUS_ZOMBIE
+            if live and process.cwd() == str(root) and SUPERVISOR_MODULE not in process.cmdline():
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_a_session_killed_during_start_up_logs_its_progress_and_leaves_nothing_running(
+    backend: LocalBackend, tmp_path: Path, nproc: int
+) -> None:
+    spec = make_spec(nproc=nproc, config={"load_gate": str(tmp_path / "never-opened")})
+    handle = backend.launch(LaunchRequest("job-1-0000", spec, None))
+    log = wait_for_log(backend, handle, WAITING_LOG)
+    assert backend.cancel(handle)
+    wait_finished(backend, handle)
+    # How far start-up got is in the log, in order.
+    for earlier, later in [
+        ("start-up: segment 0 of job-1", "start-up: importing torch"),
+        ("start-up: importing torch", "start-up: torch "),
+        ("start-up: torch ", "start-up: setting up tests.support.trainers:LinearTrainer"),
+    ]:
+        assert log.index(earlier) < log.index(later)
+    # The supervisor reaps every process of the session before it reports the end: none is
+    # left by the time the session counts as finished (the issue allows 2 s).
+    assert session_processes(tmp_path / "sessions" / handle) == []
