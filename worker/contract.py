@@ -32,6 +32,8 @@ class Outcome(enum.StrEnum):
     # A non-finite loss or gradient norm on N steps in a row: stopped, the diverged state not
     # committed; the error says where, and which checkpoint is the last good one.
     DIVERGED = "diverged"
+    # The job's owner cancelled it through the control channel: ended, nothing committed.
+    CANCELLED = "cancelled"
     REJECTED = "rejected"  # the resume checkpoint was missing, corrupt or stale
 
 

@@ -34,10 +34,12 @@ from worker.contract import (
     SegmentSpec,
     write_json_atomic,
 )
+from worker.control import CONTROL_FILE, LOCAL_CONTROL_SECONDS, Command, ControlFile, ControlPoller
 from worker.deadline import SessionBudget
 from worker.distributed import (
     DEFAULT_COLLECTIVE_TIMEOUT_SECONDS,
     GO_ON,
+    STOP_CANCELLED,
     STOP_COMPLETED,
     STOP_DEADLINE,
     STOP_DIVERGED,
@@ -111,6 +113,7 @@ _STOP_OUTCOMES: dict[int, str | None] = {
     STOP_FLAG: Outcome.STOPPED,
     STOP_COMPLETED: Outcome.COMPLETED,
     STOP_DIVERGED: Outcome.DIVERGED,
+    STOP_CANCELLED: Outcome.CANCELLED,
 }
 
 
@@ -135,8 +138,10 @@ class SegmentRunner:
         clock: Callable[[], float],
         stop_flag: StopFlag,
         group: RankGroup | None = None,
+        control: ControlPoller | None = None,
     ) -> None:
         self.spec = spec
+        self.control = control
         self.group = group or SingleProcess()
         self.root = root
         self.output_dir = root / spec.output_dir
@@ -171,6 +176,8 @@ class SegmentRunner:
             self.result.outcome = self._train(trainer)
             if self.result.outcome == Outcome.DIVERGED:
                 self._report_divergence()
+            elif self.result.outcome == Outcome.CANCELLED:
+                log.info("cancelled by the job's owner; nothing committed")
             else:
                 self._commit(trainer)
         except CorruptCheckpoint as exc:
@@ -255,11 +262,14 @@ class SegmentRunner:
         return _STOP_OUTCOMES[self.group.agree_stop(self._local_stop_code())]
 
     def _local_stop_code(self) -> int:
+        command = self.control.poll() if self.control is not None else None
+        if command is Command.CANCEL:
+            return STOP_CANCELLED
         if self.diverged:
             return STOP_DIVERGED
         if self.progress.step >= self.spec.total_steps:
             return STOP_COMPLETED
-        if self.stop_flag.is_set:
+        if self.stop_flag.is_set or command is Command.PAUSE:
             return STOP_FLAG
         if self.budget.should_stop(self.clock()):
             return STOP_DEADLINE
@@ -494,5 +504,13 @@ def run_rank(spec: SegmentSpec, root: Path, process_start: float) -> SegmentResu
             clock=time.time,
             stop_flag=stop_flag,
             group=group,
+            control=control_for(root, info),
         )
         return runner.run()
+
+
+def control_for(root: Path, info: RankInfo) -> ControlPoller | None:
+    """Rank 0 listens; the stop agreement carries what it hears to the other ranks."""
+    if not info.is_main:
+        return None
+    return ControlPoller(ControlFile(root / CONTROL_FILE), LOCAL_CONTROL_SECONDS, time.monotonic)

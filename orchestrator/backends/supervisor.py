@@ -31,6 +31,7 @@ from typing import Any
 import psutil
 
 from worker.contract import write_json_atomic
+from worker.control import CONTROL_FILE, Command
 
 SESSION_FILE = "session.json"
 STATUS_FILE = "status.json"
@@ -41,10 +42,9 @@ LAUNCH_LOCK_FD_ENV = "BATON_LAUNCH_LOCK_FD"
 LOG_FILE = "log.txt"
 WORKING_DIR = "working"
 _POLL_SECONDS = 0.2
-# A graceful stop is re-sent this often until the session exits: a worker that has not yet
-# installed its handler ignores SIGTERM (see _session_preexec) instead of dying.
-_STOP_RESEND_SECONDS = 1.0
-# SIGTERM cancels the session, SIGUSR1 asks it to stop gracefully.
+# SIGTERM cancels the session, SIGUSR1 asks it to stop gracefully: the supervisor writes
+# `pause` into the session's control file (worker/control.py), which the worker reads between
+# steps, from before its first one. No signal: torchrun would take one as its ranks' death.
 CONTROL_SIGNALS = frozenset({signal.SIGTERM, signal.SIGUSR1})
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -170,15 +170,16 @@ class _Requests:
         self.stop = True
 
 
-def _wait_until(proc: subprocess.Popen[bytes], deadline: float, requests: _Requests) -> bool:
+def _wait_until(
+    proc: subprocess.Popen[bytes], deadline: float, requests: _Requests, root: Path
+) -> bool:
     """Wait for the process to exit or the deadline; True if it exited."""
-    stop_sent_at: float | None = None
+    stop_written = False
     while time.monotonic() < deadline and not requests.cancel:
-        now = time.monotonic()
-        if requests.stop and (stop_sent_at is None or now - stop_sent_at >= _STOP_RESEND_SECONDS):
-            # A graceful stop: the worker sets its stop flag and commits before exiting.
-            stop_sent_at = now
-            _signal_group(proc.pid, signal.SIGTERM)
+        if requests.stop and not stop_written:
+            # A graceful stop: the worker commits at its next step boundary and exits.
+            (root / CONTROL_FILE).write_text(Command.PAUSE.value)
+            stop_written = True
         try:
             proc.wait(timeout=min(_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
             return True
@@ -204,7 +205,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
             preexec_fn=_session_preexec,
         )
     timed_out = killed = False
-    if not _wait_until(proc, limit_at, requests):
+    if not _wait_until(proc, limit_at, requests, root):
         if requests.cancel:
             killed = True
             _signal_group(proc.pid, signal.SIGKILL)

@@ -3,6 +3,7 @@ theirs outlives them."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from orchestrator.backends.base import LaunchRequest, SessionStatus
 from orchestrator.backends.local import LocalBackend
 from tests.factories import stop_sessions
 from tests.support.gates import WAITING_LOG
-from tests.support.segments import make_spec
+from tests.support.segments import make_spec, next_spec
 from tests.support.supervisors import SUPERVISOR_MODULE
 
 pytestmark = pytest.mark.slow
@@ -75,3 +76,43 @@ def test_a_session_killed_during_start_up_logs_its_progress_and_leaves_nothing_r
     # The supervisor reaps every process of the session before it reports the end: none is
     # left by the time the session counts as finished (the issue allows 2 s).
     assert session_processes(tmp_path / "sessions" / handle) == []
+
+
+def test_a_pause_during_rank_start_up_commits_and_the_job_ends_on_the_uninterrupted_digest(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    """nproc 2: the pause arrives while both ranks are still loading. It reaches them through the
+    control file, not a signal torchrun would take for their death: the segment commits at step
+    0, nothing of it is left running, and the next segment trains on to the uninterrupted
+    weights."""
+    gate = tmp_path / "gate"
+    spec = make_spec(nproc=2, total_steps=12, config={"load_gate": str(gate)})
+    handle = backend.launch(LaunchRequest("job-1-0000", spec, None))
+    wait_for_log(backend, handle, WAITING_LOG)
+    backend.request_stop(handle)
+    root = tmp_path / "sessions" / handle
+    while not (root / "control").exists():  # the supervisor acts on the request
+        time.sleep(0.05)
+    gate.touch()
+    wait_finished(backend, handle)
+    assert session_processes(root) == []
+    paused = backend.collect(handle, tmp_path / "store" / "00000")
+    assert paused.problem is None, backend.log(handle)
+    assert paused.result is not None
+    assert (paused.result.outcome, paused.result.end_step) == ("stopped", 0)
+    assert paused.manifest is not None
+    assert paused.manifest.step == 0
+
+    rest = next_spec(spec, paused.result)
+    resumed = backend.launch(LaunchRequest("job-1-0001", rest, tmp_path / "store" / "00000"))
+    whole = backend.launch(
+        LaunchRequest("whole-0000", dataclasses.replace(spec, job_id="whole"), None)
+    )
+    for launched in (resumed, whole):
+        wait_finished(backend, launched)
+    finished = backend.collect(resumed, tmp_path / "store" / "00001")
+    reference = backend.collect(whole, tmp_path / "whole")
+    assert finished.result is not None, finished.problem
+    assert reference.result is not None, reference.problem
+    assert finished.result.end_step == 12
+    assert finished.result.model_digest == reference.result.model_digest
