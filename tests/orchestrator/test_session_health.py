@@ -1,6 +1,7 @@
-"""A job whose loss goes NaN: the session stops without committing, and the job fails naming
-the last good checkpoint, or (on_divergence: rollback) resumes from it once with another
-data-order seed and says so."""
+"""Jobs whose sessions go bad. A loss gone NaN: the session stops without committing, and the
+job fails naming the last good checkpoint, or (on_divergence: rollback) resumes from it once
+with another data-order seed and says so. A hung step: the watchdog ends the session, and the
+retry resumes from the last commit."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from orchestrator.config import Settings
-from tests.factories import event_kinds, job_spec, wait_finished
+from tests.factories import event_kinds, job_spec, reference_digest, wait_finished
 
 pytestmark = pytest.mark.slow
 
@@ -86,3 +87,33 @@ def test_rollback_resumes_once_from_the_last_good_checkpoint_with_another_seed(
     assert len(seeds) == len(found)
     assert seeds[:2] == [7, 7]
     assert set(seeds[2:]) == {8}
+
+
+def test_a_hung_session_ends_and_the_job_completes_from_the_last_commit(
+    live_api: TestClient, tmp_path: Path
+) -> None:
+    # Sessions of 4 steps; step 7 (index 6) blocks forever, once. The bound is the 3 s floor,
+    # far above a 0.05 s step on any machine.
+    config = {
+        "step_sleep": 0.05,
+        "stop_every_steps": 4,
+        "hang_at_step": 6,
+        "fault_marker": str(tmp_path / "hung"),
+    }
+    spec = job_spec(
+        total_steps=10,
+        config=config,
+        session={"limit_seconds": 300, "watchdog": {"hang_floor_seconds": 3.0}},
+    )
+    job_id = live_api.post("/api/v1/jobs", json=spec).json()["id"]
+    job = wait_finished(live_api, job_id)
+    assert job["state"] == "succeeded", job
+    found = segments(live_api, job_id)
+    hung = found[1]
+    assert (hung["state"], hung["start_step"]) == ("failed", 4)
+    assert "hung: no step ended within 3 s after step 6" in hung["error"]
+    log = live_api.get(f"/api/v1/jobs/{job_id}/segments/1/log").text
+    assert "in train_step" in log  # every thread's stack, the hung one included
+    assert found[2]["start_step"] == 4
+    clean = job_spec(total_steps=10, config={"step_sleep": 0.05})
+    assert found[-1]["checkpoint"]["model_digest"] == reference_digest(clean, tmp_path)
