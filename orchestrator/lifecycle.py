@@ -212,6 +212,13 @@ def _diverged(job: JobView, reason: str) -> Decision:
     return Decision(JobState.FAILED, fields, event="diverged", message=reason)
 
 
+def decide_unlaunchable(reason: str) -> Decision:
+    """The planner will not launch this job's next session as specified (a queued job): no
+    retry would change that, so the job fails with the reason."""
+    fields = {"reason": reason, "pause_requested": False}
+    return Decision(JobState.FAILED, fields, event="failed", message=reason)
+
+
 def decide_launch_failure(job: JobView, reason: str) -> Decision:
     """A launch the backend refused for good (not a transient error)."""
     return _count_failure(job, reason)

@@ -75,6 +75,31 @@ def minimum_session_seconds(history: Sequence[PastSegment]) -> float:
     return max(MIN_SESSION_SECONDS, USEFUL_FACTOR * fixed)
 
 
+def startup_floor_seconds(history: Sequence[PastSegment]) -> float | None:
+    """The shortest session that can still commit a new step: the slowest recent start-up,
+    load, save and exit plus one step, padded. None before any session measured them."""
+    recent = list(history)[-ESTIMATE_WINDOW:]
+    if not recent:
+        return None
+    worst = max(past.fixed_seconds + (past.step_seconds or 0.0) for past in recent)
+    return worst * ESTIMATE_PADDING
+
+
+def too_short_for_startup(limit_seconds: float, history: Sequence[PastSegment]) -> str | None:
+    """Why sessions of `limit_seconds` cannot make progress on this job, or None if they can.
+
+    Such a session is killed at its limit before it commits (an empty log, its output
+    dropped), session after session: the planner refuses to launch it instead.
+    """
+    floor = startup_floor_seconds(history)
+    if floor is None or limit_seconds >= floor:
+        return None
+    return (
+        f"sessions of {limit_seconds:.0f} s are shorter than this job's measured start-up, "
+        f"load, save and one step ({floor:.0f} s): raise session.limit_seconds"
+    )
+
+
 def learn_estimates(history: Sequence[PastSegment]) -> Estimates:
     recent = list(history)[-ESTIMATE_WINDOW:]
     if not recent:

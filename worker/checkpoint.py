@@ -133,7 +133,7 @@ def recommit_checkpoint(
         group.barrier()
     except BaseException:
         if main:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_leftovers(output_dir)  # only the uncommitted copy: never a valid one
         raise
     return manifest or _committed_manifest(output_dir)
 

@@ -32,6 +32,7 @@ from orchestrator.lifecycle import (
     SegmentState,
     decide_launch_failure,
     decide_quota,
+    decide_unlaunchable,
 )
 from orchestrator.models import Job, Segment
 from orchestrator.planner import (
@@ -40,6 +41,7 @@ from orchestrator.planner import (
     build_segment_spec,
     minimum_session_seconds,
     plan_next_segment,
+    too_short_for_startup,
 )
 from orchestrator.transitions import StaleState, record_event, set_job_state, set_segment_state
 from worker.contract import SegmentSpec
@@ -78,6 +80,10 @@ def admit_and_launch(ctx: Context, job: Job, backend: Backend, claim: Claim) -> 
             raise StaleState(f"job {job.id} is no longer queued")
         serialize_admissions(session, slot.key)
         history = _history(session, job.id)
+        too_short = too_short_for_startup(stored_spec(job.spec).session.limit_seconds, history)
+        if too_short is not None:
+            apply_decision(session, job, decide_unlaunchable(too_short))
+            return Next(None)
         if quota is not None and quota.seconds_left < minimum_session_seconds(history):
             return _wait_for_quota(ctx, session, job, quota)
         admission = admit(session, job.id, slot)

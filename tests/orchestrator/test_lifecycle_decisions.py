@@ -24,6 +24,7 @@ from orchestrator.lifecycle import (
     decide_launch_failure,
     decide_quota,
     decide_segment_end,
+    decide_unlaunchable,
     decide_user_action,
 )
 
@@ -295,3 +296,10 @@ def test_quota_parks_and_wakes_exactly(
     state: JobState, refresh_at: datetime | None, expected: Decision | None
 ) -> None:
     assert decide_quota(_view(state), refresh_at, NOW) == expected
+
+
+def test_a_job_too_slow_to_start_for_its_sessions_fails_without_retries() -> None:
+    reason = "sessions of 15 s are shorter than this job's measured start-up (30 s)"
+    assert decide_unlaunchable(reason) == Decision(
+        JobState.FAILED, {"reason": reason, "pause_requested": False}, "failed", reason
+    )

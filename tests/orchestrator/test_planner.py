@@ -15,6 +15,7 @@ from orchestrator.planner import (
     learn_estimates,
     minimum_session_seconds,
     plan_next_segment,
+    too_short_for_startup,
 )
 from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from tests.factories import job_spec, kaggle_spec
@@ -163,3 +164,25 @@ def test_a_self_chained_segment_keeps_time_to_publish_and_push_its_successor() -
     )
     plain = JobSpec.model_validate(kaggle_spec())
     assert plan_next_segment(plain, 0, None, []).estimates == Estimates()
+
+
+def test_no_session_is_launched_shorter_than_its_measured_start_up_and_load() -> None:
+    """Sessions killed at their limit before they commit left empty logs, one after another:
+    once start-up, load, save and a step were measured, a shorter limit fails the job at once."""
+    slow_start = PastSegment(
+        save_seconds=2.0,
+        upload_seconds=0.0,
+        worker_seconds=30.0,
+        session_seconds=31.0,  # 1 s to exit
+        step_seconds=1.0,
+        setup_seconds=20.0,
+    )
+    # 20 + 2 + 1 + one 1 s step = 24 s, padded.
+    floor = 24.0 * ESTIMATE_PADDING
+    assert too_short_for_startup(600.0, [slow_start]) is None
+    assert too_short_for_startup(floor, [slow_start]) is None
+    assert too_short_for_startup(15.0, [slow_start]) == (
+        "sessions of 15 s are shorter than this job's measured start-up, load, save and one "
+        "step (30 s): raise session.limit_seconds"
+    )
+    assert too_short_for_startup(15.0, []) is None  # nothing measured yet
