@@ -1,10 +1,13 @@
 # Two entry points for a newcomer: `make demo` and `make test`. Each installs what it needs.
+# `make test-fast` is the inner loop while changing code.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # A CPU build of torch; a looser pin pulls a multi-GB CUDA build. Override on a GPU machine.
 TORCH ?= torch==2.13.0
+# pytest-xdist workers for the test targets: one per core of a 2-core machine.
+TEST_WORKERS ?= 2
 
-.PHONY: demo test mutate mutate-sweep lint format bench clean
+.PHONY: demo test test-fast mutate mutate-sweep lint format bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -16,8 +19,14 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/baton demo
 
+# Every test, spread test by test over the workers (each test has its own directory, database,
+# ports and sessions; each worker makes the trainers' whole runs once: tests/trainers/conftest.py).
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
+
+# Every test that starts no session, server, browser or cluster (tests/support/marks.py).
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow"
 
 # Every listed mutant against the tests that must catch it (docs/testing.md); CI runs --guarantees.
 mutate: $(VENV)/.installed

@@ -17,9 +17,9 @@ from typing import Any, TextIO
 
 from benchmarks.records import SessionRecord
 from benchmarks.workload import Workload
+from worker.boundary.manifest import verify_checkpoint
+from worker.boundary.paths import CHECKPOINT_DIR
 from worker.checkpoint import commit_checkpoint, read_checkpoint
-from worker.contract import CHECKPOINT_DIR
-from worker.manifest import verify_checkpoint
 from worker.rng import capture_rng_state, restore_rng_state, seed_everything
 from worker.runtime import configure_torch, import_trainer
 from worker.trainer import TrainContext

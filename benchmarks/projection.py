@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from orchestrator.planner import ESTIMATE_PADDING
-from worker.contract import MarginPolicy
+from worker.boundary.contract import MarginPolicy
+from worker.boundary.planning import ESTIMATE_PADDING
 
 KAGGLE_SESSION_SECONDS = 12 * 3600.0
 SUBMITIT_SLURM_SIGNAL_DELAY = 90  # SlurmExecutor's default signal_delay_s (USR2@90)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from benchmarks.projection import KAGGLE_SESSION_SECONDS, Costs, project_baton
 from tests.support.segments import make_root, make_spec, output_checkpoint, read_result, run_worker
-from worker.manifest import verify_checkpoint
+from worker.boundary.manifest import verify_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOC = REPO_ROOT / "docs" / "trainer-benchmarks.md"

@@ -19,8 +19,8 @@ from benchmarks.records import WayResult
 from benchmarks.workload import Workload
 from orchestrator.backends.sessions import SessionState, session_state, start_session
 from orchestrator.backends.supervisor import SessionExit, SessionPlan
-from worker.contract import CHECKPOINT_DIR
-from worker.manifest import read_manifest
+from worker.boundary.manifest import read_manifest
+from worker.boundary.paths import CHECKPOINT_DIR
 
 KEY, TITLE = "c", "periodic save + hard kill"
 MAX_SESSIONS = 12

@@ -17,8 +17,8 @@ import submitit
 from benchmarks.loop import ResumedTraining, read_events, session_record
 from benchmarks.records import WayResult
 from benchmarks.workload import Workload
-from worker.contract import CHECKPOINT_DIR
-from worker.manifest import read_manifest
+from worker.boundary.manifest import read_manifest
+from worker.boundary.paths import CHECKPOINT_DIR
 from worker.proctime import process_start_time
 
 KEY, TITLE = "d", "submitit LocalExecutor"

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 SHARED_QUEUE = "baton"
 FAN_OUT_TASK = "baton.fan_out"
 RECONCILE_TASK = "baton.reconcile_job"
+RECONCILE_BATCH_TASK = "baton.reconcile_jobs"
 NOTIFY_TASK = "baton.deliver_notifications"
 # Longer than any reconcile can take (a few DB statements and backend calls, each bounded by
 # BATON_KAGGLE_CALL_TIMEOUT_SECONDS) by a wide margin; a message unacked this long is redelivered.
@@ -97,6 +98,11 @@ class DispatchGuard:
 
     def release(self, job_id: str) -> None:
         self.client.delete(f"{_KEY_PREFIX}due:{job_id}")
+
+    def release_all(self, job_ids: list[str]) -> None:
+        """One round trip for a batch."""
+        if job_ids:
+            self.client.delete(*(f"{_KEY_PREFIX}due:{job_id}" for job_id in job_ids))
 
     def mark_fan_out(self, at: datetime) -> None:
         self.client.set(f"{_KEY_PREFIX}last_fan_out", at.timestamp())

@@ -7,48 +7,25 @@ earlier segments; the costs those segments measured become the next segment's es
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
-from worker.contract import (
-    CHECKPOINT_DIR,
+from worker.boundary.contract import (
+    CheckpointRef,
     Estimates,
-    ExpectedCheckpoint,
     MarginPolicy,
     SegmentSpec,
     WatchdogPolicy,
 )
+from worker.boundary.paths import RESUME_PATH
+from worker.boundary.planning import (
+    ESTIMATE_PADDING,
+    ESTIMATE_WINDOW,
+    PastSegment,
+    learn_estimates,
+)
 
-# Learned costs use the worst of the last few segments, padded: a save that took 10 s last time
-# may take 12 s this time, and overrunning the deadline loses the whole session.
-ESTIMATE_WINDOW = 3
-ESTIMATE_PADDING = 1.25
-INPUT_CHECKPOINT = f"input/{CHECKPOINT_DIR}"
 USEFUL_FACTOR = 2.0
-
-
-@dataclass(frozen=True)
-class CheckpointRef:
-    segment_index: int
-    step: int
-
-
-@dataclass(frozen=True)
-class PastSegment:
-    """Measured costs of an earlier segment that committed (from its result.json timings)."""
-
-    save_seconds: float
-    upload_seconds: float
-    worker_seconds: float  # worker's own total, process start to result.json
-    session_seconds: float | None  # the backend's wall time for the whole session
-    step_seconds: float | None  # the segment's step_time_ema
-    setup_seconds: float = 0.0  # start-up plus load: what a session spends before its first step
-
-    @property
-    def fixed_seconds(self) -> float:
-        """Everything a session spends outside training steps."""
-        exit_seconds = max(0.0, (self.session_seconds or 0.0) - self.worker_seconds)
-        return self.setup_seconds + self.save_seconds + self.upload_seconds + exit_seconds
 
 
 @dataclass(frozen=True)
@@ -100,24 +77,6 @@ def too_short_for_startup(limit_seconds: float, history: Sequence[PastSegment]) 
     )
 
 
-def learn_estimates(history: Sequence[PastSegment]) -> Estimates:
-    recent = list(history)[-ESTIMATE_WINDOW:]
-    if not recent:
-        return Estimates()
-    exits = [
-        max(0.0, past.session_seconds - past.worker_seconds)
-        for past in recent
-        if past.session_seconds is not None
-    ]
-    steps = [past.step_seconds for past in recent if past.step_seconds is not None]
-    return Estimates(
-        save_seconds=max(past.save_seconds for past in recent) * ESTIMATE_PADDING,
-        upload_seconds=max(past.upload_seconds for past in recent) * ESTIMATE_PADDING,
-        exit_seconds=max(exits, default=0.0) * ESTIMATE_PADDING,
-        step_seconds=steps[-1] if steps else None,
-    )
-
-
 def plan_next_segment(
     spec: JobSpec,
     next_index: int,
@@ -129,11 +88,11 @@ def plan_next_segment(
     limit = spec.session.limit_seconds
     if quota_seconds is not None:
         limit = min(limit, quota_seconds)
-    estimates = learn_estimates(history)
+    # A self-chaining segment publishes and pushes before its deadline: keep time for that.
+    reserve = 0.0
     if spec.kaggle is not None and spec.kaggle.self_chain:
-        # The segment publishes and pushes before its deadline: keep time for that.
-        upload = max(estimates.upload_seconds, spec.kaggle.chain_reserve_seconds)
-        estimates = replace(estimates, upload_seconds=upload)
+        reserve = spec.kaggle.chain_reserve_seconds
+    estimates = learn_estimates(history, upload_floor=reserve)
     return SegmentPlan(
         index=next_index,
         start_step=latest.step if latest else 0,
@@ -154,9 +113,6 @@ def data_order_seed(seed: int, rollbacks: int) -> int:
 
 
 def build_segment_spec(job_id: str, spec: JobSpec, plan: SegmentPlan) -> SegmentSpec:
-    expect = None
-    if plan.resume is not None:
-        expect = ExpectedCheckpoint(job_id, plan.resume.segment_index, plan.resume.step)
     return SegmentSpec(
         job_id=job_id,
         segment_index=plan.index,
@@ -170,8 +126,8 @@ def build_segment_spec(job_id: str, spec: JobSpec, plan: SegmentPlan) -> Segment
             safety_seconds=spec.session.margin.safety_seconds,
         ),
         estimates=plan.estimates,
-        resume_path=INPUT_CHECKPOINT if plan.resume else None,
-        expect=expect,
+        resume_path=RESUME_PATH if plan.resume else None,
+        expect=plan.resume,
         nproc=spec.nproc,
         watchdog=WatchdogPolicy(
             hang_multiple=spec.session.watchdog.hang_multiple,

@@ -10,7 +10,8 @@ from orchestrator.backends.base import Collected, LaunchRequest, SessionStatus
 from orchestrator.backends.local import LocalBackend
 from orchestrator.planner import SegmentPlan, build_segment_spec
 from orchestrator.spec import JobSpec
-from worker.contract import Estimates
+from worker.boundary.contract import Estimates
+from worker.boundary.paths import CHECKPOINT_DIR
 
 _POLL_SECONDS = 0.2
 
@@ -32,4 +33,4 @@ def run_uninterrupted(
     handle = backend.launch(LaunchRequest(launch_id, build_segment_spec(job_id, spec, plan), None))
     while backend.status(handle) in (SessionStatus.QUEUED, SessionStatus.RUNNING):
         time.sleep(_POLL_SECONDS)
-    return backend.collect(handle, workdir / "checkpoint")
+    return backend.collect(handle, workdir / CHECKPOINT_DIR)

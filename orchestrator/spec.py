@@ -21,6 +21,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from orchestrator.webhooks import NotifySpec
 from trainers.memory_plan import check_t4_job
+from worker.boundary.contract import DEFAULT_K_STEPS, DEFAULT_SAFETY_SECONDS
 
 MAX_CONFIG_BYTES = 64 * 1024
 # Below this a session is all start-up: Python plus torch alone take seconds.
@@ -47,8 +48,10 @@ class MarginSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    k_steps: float = Field(default=1.25, ge=0, le=100, strict=True, allow_inf_nan=False)
-    safety_seconds: float = Field(default=1.0, ge=0, le=3600, strict=True, allow_inf_nan=False)
+    k_steps: float = Field(default=DEFAULT_K_STEPS, ge=0, le=100, strict=True, allow_inf_nan=False)
+    safety_seconds: float = Field(
+        default=DEFAULT_SAFETY_SECONDS, ge=0, le=3600, strict=True, allow_inf_nan=False
+    )
 
 
 class WatchdogSpec(BaseModel):

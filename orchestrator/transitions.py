@@ -18,6 +18,7 @@ from orchestrator.lifecycle import (
     segment_transition_allowed,
 )
 from orchestrator.models import Event, Job, Segment, utcnow
+from worker.boundary.text import EVENT_MESSAGE_LIMIT
 
 
 class IllegalTransition(Exception):
@@ -45,7 +46,7 @@ def record_event(
             kind=kind,
             from_state=from_state,
             to_state=to_state,
-            message=message[:4000] if message else None,
+            message=message[:EVENT_MESSAGE_LIMIT] if message else None,
         )
     )
 

@@ -21,16 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.contract import CHECKPOINT_DIR, ExpectedCheckpoint, fsync_dir
-from worker.digest import model_digest
-from worker.distributed import RankGroup, SingleProcess
-from worker.manifest import (
+from worker.boundary.contract import CheckpointRef, fsync_dir
+from worker.boundary.manifest import (
     CorruptCheckpoint,
     Manifest,
     read_manifest,
     verify_checkpoint,
     write_manifest,
 )
+from worker.boundary.paths import CHECKPOINT_DIR
+from worker.digest import model_digest
+from worker.distributed import RankGroup, SingleProcess
 from worker.rng import RngState
 from worker.trainer import TRAINER_STATE_FILE, Trainer
 
@@ -197,7 +198,7 @@ def read_checkpoint(
 
 def load_checkpoint(
     directory: Path,
-    expect: ExpectedCheckpoint | None,
+    expect: CheckpointRef | None,
     read_trainer_state: Callable[[Path], dict[str, Any]] | None = None,
 ) -> tuple[ResumeState, Manifest]:
     """Verify hashes and identity first, then load; raises CorruptCheckpoint/StaleCheckpoint."""

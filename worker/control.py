@@ -21,7 +21,6 @@ from typing import Protocol
 
 log = logging.getLogger("worker.control")
 
-CONTROL_FILE = "control"
 # A local file costs nothing to read: look at it at most this often.
 LOCAL_CONTROL_SECONDS = 0.5
 

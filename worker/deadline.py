@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from worker.contract import Estimates, MarginPolicy
+from worker.boundary.contract import Estimates, MarginPolicy
 
 # Conservative sequential write throughput for estimating the first save (Kaggle's disk, plus
 # reading the files back to hash them), and a floor for fsyncs and small-file overhead.

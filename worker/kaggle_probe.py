@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from worker.boundary.paths import SessionPaths
 from worker.kaggle_access.secrets import read_secret
 from worker.kaggle_session import kaggle_root, session_origin
 from worker.proctime import process_start_time
@@ -30,11 +31,11 @@ def secret_readable(label: str) -> bool:
 
 
 def probe(options: dict[str, Any]) -> dict[str, Any]:
-    root = kaggle_root()
+    paths = SessionPaths(kaggle_root())
     report = {
-        "mount": find_marker(root / "input", options["marker"]),
+        "mount": find_marker(paths.input, options["marker"]),
         "secret_readable": secret_readable(options["secret_label"]),
         "boot_offset_seconds": round(process_start_time() - session_origin(), 3),
     }
-    (root / "working" / REPORT_FILE).write_text(json.dumps(report, sort_keys=True))
+    (paths.working / REPORT_FILE).write_text(json.dumps(report, sort_keys=True))
     return report

@@ -21,20 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from worker.accelerator import Accelerators, accelerator_problem, visible_accelerators
-from worker.contract import (
-    CHECKPOINT_DIR,
-    MANIFEST_FILE,
-    RESULT_FILE,
-    SEGMENT_FILE,
-    Outcome,
-    SegmentResult,
-    SegmentSpec,
-)
+from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
+from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESUME_PATH, SessionPaths
 from worker.proctime import process_start_time
 from worker.runtime import EXIT_FAILED
 from worker.runtime import main as run_worker
 
-INPUT_CHECKPOINT = f"input/{CHECKPOINT_DIR}"
 _SEARCH_DEPTH = 4
 # Self-chaining gives up this long before the session's limit, to exit (and keep its output).
 EXIT_SECONDS = 2.0
@@ -130,22 +122,23 @@ def ensure_kaggle_client() -> None:
 
 def prepare_session(segment: dict[str, Any], options: dict[str, Any], root: Path) -> Path:
     """Write the session root the worker reads: segment.json plus input/checkpoint."""
-    session = Path(tempfile.mkdtemp(prefix="baton-session-"))
-    spec = dict(segment, output_dir=str(root / "working"), resume_path=None)
+    kaggle = SessionPaths(root)
+    session = SessionPaths(Path(tempfile.mkdtemp(prefix="baton-session-")))
+    spec = dict(segment, output_dir=str(kaggle.working), resume_path=None)
     if segment.get("expect"):
         measured = options.get("checkpoint_mount")
         mounted = find_mounted_checkpoint(
-            root / "input",
+            kaggle.input,
             options["checkpoint_dataset"],
             options["checkpoint_file"],
             root / measured if measured else None,
         )
         if mounted is not None:
-            stage_checkpoint(mounted, session / INPUT_CHECKPOINT)
+            stage_checkpoint(mounted, session.resume_checkpoint)
         # A missing mount still points the worker at it, so the segment is rejected, loudly.
-        spec["resume_path"] = INPUT_CHECKPOINT
-    (session / SEGMENT_FILE).write_text(SegmentSpec.from_dict(spec).to_json())
-    return session
+        spec["resume_path"] = RESUME_PATH
+    session.segment.write_text(SegmentSpec.from_dict(spec).to_json())
+    return session.root
 
 
 def fail_without_accelerator(segment: dict[str, Any], options: dict[str, Any], root: Path) -> bool:
@@ -165,8 +158,8 @@ def fail_without_accelerator(segment: dict[str, Any], options: dict[str, Any], r
         limit_seconds=float(segment["limit_seconds"]),
         error=problem,
     )
-    (root / "working").mkdir(parents=True, exist_ok=True)
-    result.write(root / "working" / RESULT_FILE)
+    SessionPaths(root).working.mkdir(parents=True, exist_ok=True)
+    result.write(SessionPaths(root).result)
     return True
 
 
@@ -187,5 +180,5 @@ def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: b
         from worker.kaggle_access.chaining import chain
 
         deadline = origin + float(segment["limit_seconds"]) - EXIT_SECONDS
-        chain(segment, options, code, root / "working", deadline)
+        chain(segment, options, code, SessionPaths(root).working, deadline)
     return exit_code

@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from worker.contract import RESULT_FILE, Outcome, SegmentResult, SegmentSpec
+from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
+from worker.boundary.paths import RESULT_FILE, SessionPaths
 from worker.rank_notes import clear_rank_notes, peer_failure
 from worker.reasons import one_line
 from worker.torchrun import FirstFailure
@@ -27,8 +28,6 @@ log = logging.getLogger("worker.launch")
 # How often torchrun's agent looks at its ranks; a dead rank is noticed within this.
 MONITOR_INTERVAL_SECONDS = 0.2
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-# worker.torchrun's record of the rank that failed first, in the output directory.
-FIRST_FAILURE_FILE = "first-failure.json"
 
 
 def torchrun_command(root: Path, nproc: int, started_at: float, report: Path) -> list[str]:
@@ -55,8 +54,9 @@ def launch_ranks(spec: SegmentSpec, root: Path, started_at: float) -> SegmentRes
     result_path = root / spec.output_dir / RESULT_FILE
     # A result left by an earlier attempt must not pass for this one's.
     result_path.unlink(missing_ok=True)
-    clear_rank_notes(result_path.parent)
-    report = result_path.parent / FIRST_FAILURE_FILE
+    paths = SessionPaths(root)
+    clear_rank_notes(paths)
+    report = paths.first_failure
     report.unlink(missing_ok=True)
     process = subprocess.Popen(torchrun_command(root, spec.nproc, started_at, report))
 
@@ -81,7 +81,7 @@ def launch_ranks(spec: SegmentSpec, root: Path, started_at: float) -> SegmentRes
         start_step=start_step,
         end_step=start_step,
         limit_seconds=spec.limit_seconds,
-        error=peer_failure(result_path.parent, 0)
+        error=peer_failure(paths, 0)
         or (first.describe() if first is not None else None)
         or f"a rank failed before rank 0 reported; torchrun exited {returncode}",
     )

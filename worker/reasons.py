@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-MAX_REASON_CHARS = 300
+from worker.boundary.text import MAX_REASON_CHARS
+
 # An absolute POSIX path of two parts or more; only its last part is kept.
 _PATH = re.compile(r"(?<![\w.~-])/(?:[^\s/'\"():,;]+/)+([^\s/'\"():,;]*)")
 

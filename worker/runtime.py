@@ -18,23 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from worker.boundary.contract import (
+    COMMITTED_OUTCOMES,
+    Outcome,
+    SegmentResult,
+    SegmentSpec,
+    write_json_atomic,
+)
+from worker.boundary.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
+from worker.boundary.paths import HEARTBEAT_FILE, RESULT_FILE, SEGMENT_FILE, SessionPaths
 from worker.checkpoint import (
     commit_checkpoint,
     read_checkpoint,
     recommit_checkpoint,
     state_nbytes,
 )
-from worker.contract import (
-    COMMITTED_OUTCOMES,
-    HEARTBEAT_FILE,
-    RESULT_FILE,
-    SEGMENT_FILE,
-    Outcome,
-    SegmentResult,
-    SegmentSpec,
-    write_json_atomic,
-)
-from worker.control import CONTROL_FILE, LOCAL_CONTROL_SECONDS, Command, ControlFile, ControlPoller
+from worker.control import LOCAL_CONTROL_SECONDS, Command, ControlFile, ControlPoller
 from worker.deadline import SessionBudget
 from worker.distributed import (
     DEFAULT_COLLECTIVE_TIMEOUT_SECONDS,
@@ -51,7 +50,6 @@ from worker.distributed import (
     launched_by_torchrun,
 )
 from worker.launch import launch_ranks
-from worker.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
 from worker.proctime import process_start_time
 from worker.rank_notes import await_peer_failure, peer_failure, write_rank_note
 from worker.reasons import one_line, reason_for
@@ -145,6 +143,7 @@ class SegmentRunner:
         self.group = group or SingleProcess()
         self.root = root
         self.output_dir = root / spec.output_dir
+        self.paths = SessionPaths(root)
         self.process_start = process_start
         self.clock = clock
         self.stop_flag = stop_flag
@@ -189,11 +188,9 @@ class SegmentRunner:
             self.result.outcome = Outcome.FAILED
             # The traceback is in the session log (log.exception above); users read one line.
             # A broken collective is a symptom: a peer that failed first says why.
-            self.result.error = peer_failure(self.output_dir, self.group.info.rank) or reason_for(
-                exc
-            )
+            self.result.error = peer_failure(self.paths, self.group.info.rank) or reason_for(exc)
             if not self.group.info.is_main:
-                write_rank_note(self.output_dir, self.group.info.rank, self.result.error)
+                write_rank_note(self.paths, self.group.info.rank, self.result.error)
         # Only committed steps count: the next segment resumes from the committed checkpoint.
         if self.result.committed:
             self.result.end_step = self.progress.step
@@ -343,10 +340,10 @@ class SegmentRunner:
                 # cause when this rank only waited for it in a collective.
                 wait = 0.0 if self.group.info.world_size == 1 else 3 * self.hang_watch.poll_seconds
                 self.result.outcome = Outcome.FAILED
-                self.result.error = await_peer_failure(self.output_dir, 0, wait) or reason
+                self.result.error = await_peer_failure(self.paths, 0, wait) or reason
                 self._finish()
             else:
-                write_rank_note(self.output_dir, self.group.info.rank, reason)
+                write_rank_note(self.paths, self.group.info.rank, reason)
 
         dump_stacks_and_exit(reason, EXIT_FAILED, leave_reason)
 
@@ -513,4 +510,6 @@ def control_for(root: Path, info: RankInfo) -> ControlPoller | None:
     """Rank 0 listens; the stop agreement carries what it hears to the other ranks."""
     if not info.is_main:
         return None
-    return ControlPoller(ControlFile(root / CONTROL_FILE), LOCAL_CONTROL_SECONDS, time.monotonic)
+    return ControlPoller(
+        ControlFile(SessionPaths(root).control), LOCAL_CONTROL_SECONDS, time.monotonic
+    )

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from worker.contract import WatchdogPolicy
+from worker.boundary.contract import WatchdogPolicy
 
 log = logging.getLogger("worker.watchdog")
 

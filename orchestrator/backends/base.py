@@ -15,9 +15,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from worker.contract import SegmentResult, SegmentSpec
-from worker.kaggle_access.errors import BackendError, Gone, Rejected, Transient
-from worker.manifest import Manifest
+from worker.boundary.contract import SegmentResult, SegmentSpec
+from worker.boundary.errors import BackendError, Gone, Rejected, Transient
+from worker.boundary.manifest import Manifest
 
 __all__ = [
     "Backend",
@@ -126,6 +126,6 @@ class Backend(Protocol):
         ...
 
     def progress(self, handle: str) -> dict[str, Any] | None:
-        """The running session's latest heartbeat (worker.contract.HEARTBEAT_FILE), or None
+        """The running session's latest heartbeat (worker.boundary.paths.HEARTBEAT_FILE), or None
         where nothing reaches into a running session (Kaggle)."""
         ...

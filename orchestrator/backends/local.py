@@ -29,19 +29,11 @@ from orchestrator.backends.sessions import (
     start_session,
     stop_session,
 )
-from orchestrator.backends.supervisor import LOG_FILE, WORKING_DIR, SessionExit, SessionPlan
-from worker.contract import (
-    CHECKPOINT_DIR,
-    HEARTBEAT_FILE,
-    RESULT_FILE,
-    SEGMENT_FILE,
-    ExpectedCheckpoint,
-    SegmentResult,
-)
-from worker.manifest import CorruptCheckpoint, verify_checkpoint
+from orchestrator.backends.supervisor import SessionExit, SessionPlan
+from worker.boundary.contract import CheckpointRef, SegmentResult
+from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint
+from worker.boundary.paths import SessionPaths
 from worker.reasons import one_line
-
-INPUT_DIR = "input"
 
 
 def default_local_slots() -> int:
@@ -102,16 +94,16 @@ class LocalBackend:
             # Only what a launch that died before its supervisor started left is removed: a
             # directory a live (or starting) supervisor owns is never touched.
             clear_dead_launch(root)
-            (root / WORKING_DIR).mkdir(parents=True, mode=0o700)
-            (root / INPUT_DIR).mkdir(mode=0o700)
+            SessionPaths(root).working.mkdir(parents=True, mode=0o700)
+            SessionPaths(root).input.mkdir(mode=0o700)
         except SessionBusy as exc:
             raise Transient(str(exc)) from exc
         spec = request.spec
         if request.resume_from is not None:
             if not request.resume_from.is_dir():
                 raise Rejected("the checkpoint to resume from is missing from the store")
-            link_or_copy_tree(request.resume_from, root / INPUT_DIR / CHECKPOINT_DIR)
-        (root / SEGMENT_FILE).write_text(spec.to_json())
+            link_or_copy_tree(request.resume_from, SessionPaths(root).resume_checkpoint)
+        SessionPaths(root).segment.write_text(spec.to_json())
         python_path = os.pathsep.join(
             filter(None, [*self.trainer_paths, os.getcwd(), os.environ.get("PYTHONPATH")])
         )
@@ -143,7 +135,7 @@ class LocalBackend:
     def collect(self, handle: str, store: Path) -> Collected:
         root = self._root(handle)
         # The input's hard links would keep a pruned checkpoint's blocks alive.
-        shutil.rmtree(root / INPUT_DIR, ignore_errors=True)
+        shutil.rmtree(SessionPaths(root).input, ignore_errors=True)
         ended = SessionExit.read(root)
         seconds = ended.ended_at - ended.started_at if ended else None
         if ended is None or ended.output_dropped:
@@ -152,7 +144,7 @@ class LocalBackend:
                 why = "cancelled" if ended.cancelled else "the session hit its time limit"
             return Collected(None, None, None, seconds, f"{why}; its output was dropped")
         try:
-            result = SegmentResult.read(root / WORKING_DIR / RESULT_FILE)
+            result = SegmentResult.read(SessionPaths(root).result)
         except (OSError, ValueError, TypeError):
             # Users read one line; the traceback is in the segment's log, which only they read.
             problem = (
@@ -162,8 +154,8 @@ class LocalBackend:
             return Collected(None, None, None, seconds, one_line(problem))
         if not result.committed:
             return Collected(result, None, None, seconds, result.error or result.outcome)
-        expect = ExpectedCheckpoint(result.job_id, result.segment_index, result.end_step)
-        source = root / WORKING_DIR / CHECKPOINT_DIR
+        expect = CheckpointRef(result.job_id, result.segment_index, result.end_step)
+        source = SessionPaths(root).checkpoint
         try:
             if not store.exists():
                 verify_checkpoint(source, expect)
@@ -185,11 +177,11 @@ class LocalBackend:
         return None
 
     def progress(self, handle: str) -> dict[str, Any] | None:
-        return _read_heartbeat(self._root(handle) / WORKING_DIR / HEARTBEAT_FILE)
+        return _read_heartbeat(SessionPaths(self._root(handle)).heartbeat)
 
     def log(self, handle: str) -> str | None:
         try:
-            return (self._root(handle) / LOG_FILE).read_text(errors="replace")
+            return SessionPaths(self._root(handle)).log.read_text(errors="replace")
         except OSError:
             return None
 
@@ -205,7 +197,7 @@ def _read_heartbeat(path: Path) -> dict[str, Any] | None:
 def _last_line(root: Path, limit: int = 4000) -> str:
     """The log's last non-empty line: for a crash, the exception."""
     try:
-        lines = (root / LOG_FILE).read_text(errors="replace")[-limit:].strip().splitlines()
+        lines = SessionPaths(root).log.read_text(errors="replace")[-limit:].strip().splitlines()
     except OSError:
         return "no log"
     return lines[-1] if lines else "no output"

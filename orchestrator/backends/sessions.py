@@ -28,13 +28,11 @@ import psutil
 
 from orchestrator.backends.supervisor import (
     CONTROL_SIGNALS,
-    LAUNCH_LOCK_FILE,
-    LOG_FILE,
-    SESSION_FILE,
     SessionExit,
     SessionPlan,
     SupervisorPid,
 )
+from worker.boundary.paths import SessionPaths
 
 # Popen handles of supervisors this process started, kept so that they are reaped on exit.
 _children: dict[int, subprocess.Popen[bytes]] = {}
@@ -57,19 +55,19 @@ def start_session(root: Path, plan: SessionPlan) -> int:
     `root` must exist and hold no session yet (see `clear_dead_launch`).
     """
     reap_finished()
-    lock_fd = os.open(root / LAUNCH_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    lock_fd = os.open(SessionPaths(root).launch_lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise SessionBusy(f"{root.name} is being launched by another process") from None
-        (root / SESSION_FILE).write_text(json.dumps(asdict(plan), indent=2))
+        SessionPaths(root).session.write_text(json.dumps(asdict(plan), indent=2))
         # The supervisor is born with its control signals blocked (a child inherits the mask)
         # and unblocks them once its handlers are in place: a cancel sent while it starts up
         # waits for the handler instead of killing it before it could kill the session.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CONTROL_SIGNALS)
         try:
-            with open(root / LOG_FILE, "ab") as log:
+            with open(SessionPaths(root).log, "ab") as log:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "orchestrator.backends.supervisor", str(root)],
                     cwd=root,
@@ -103,7 +101,7 @@ def clear_dead_launch(root: Path) -> None:
     if session_state(root) is not SessionState.NOT_STARTED:
         raise SessionBusy(f"{root.name} already holds a session")
     for child in root.iterdir():
-        if child.name == LAUNCH_LOCK_FILE:
+        if child == SessionPaths(root).launch_lock:
             continue
         if child.is_dir() and not child.is_symlink():
             shutil.rmtree(child)
@@ -136,7 +134,7 @@ def _alive(record: SupervisorPid) -> bool:
 def _launch_in_progress(root: Path) -> bool:
     """True while some process holds the launch lock (a supervisor that is starting)."""
     try:
-        fd = os.open(root / LAUNCH_LOCK_FILE, os.O_RDWR)
+        fd = os.open(SessionPaths(root).launch_lock, os.O_RDWR)
     except FileNotFoundError:
         return False
     try:

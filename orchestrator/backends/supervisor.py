@@ -30,17 +30,13 @@ from typing import Any
 
 import psutil
 
-from worker.contract import write_json_atomic
-from worker.control import CONTROL_FILE, Command
+from worker.boundary.contract import write_json_atomic
+from worker.boundary.paths import SessionPaths
+from worker.control import Command
 
-SESSION_FILE = "session.json"
-STATUS_FILE = "status.json"
-PID_FILE = "supervisor.pid"
-# Held (flock) from before the supervisor is spawned until its pid file exists: see sessions.py.
-LAUNCH_LOCK_FILE = "launch.lock"
+# The launch lock (SessionPaths.launch_lock) is held (flock) from before the supervisor is
+# spawned until its pid file exists: see sessions.py. Its descriptor comes down in this variable.
 LAUNCH_LOCK_FD_ENV = "BATON_LAUNCH_LOCK_FD"
-LOG_FILE = "log.txt"
-WORKING_DIR = "working"
 _POLL_SECONDS = 0.2
 # SIGTERM cancels the session, SIGUSR1 asks it to stop gracefully: the supervisor writes
 # `pause` into the session's control file (worker/control.py), which the worker reads between
@@ -65,7 +61,7 @@ class SessionPlan:
 
     @classmethod
     def read(cls, root: Path) -> SessionPlan:
-        return cls(**json.loads((root / SESSION_FILE).read_text()))
+        return cls(**json.loads(SessionPaths(root).session.read_text()))
 
 
 @dataclass(frozen=True)
@@ -79,12 +75,12 @@ class SupervisorPid:
     @classmethod
     def read(cls, root: Path) -> SupervisorPid | None:
         try:
-            return cls(**json.loads((root / PID_FILE).read_text()))
+            return cls(**json.loads(SessionPaths(root).pid.read_text()))
         except (FileNotFoundError, ValueError, TypeError):
             return None
 
     def write(self, root: Path) -> None:
-        write_json_atomic(root / PID_FILE, asdict(self))
+        write_json_atomic(SessionPaths(root).pid, asdict(self))
 
 
 @dataclass(frozen=True)
@@ -102,7 +98,7 @@ class SessionExit:
     @classmethod
     def read(cls, root: Path) -> SessionExit | None:
         try:
-            data: dict[str, Any] = json.loads((root / STATUS_FILE).read_text())
+            data: dict[str, Any] = json.loads(SessionPaths(root).status.read_text())
         except FileNotFoundError:
             return None
         return cls(**data)
@@ -178,7 +174,7 @@ def _wait_until(
     while time.monotonic() < deadline and not requests.cancel:
         if requests.stop and not stop_written:
             # A graceful stop: the worker commits at its next step boundary and exits.
-            (root / CONTROL_FILE).write_text(Command.PAUSE.value)
+            SessionPaths(root).control.write_text(Command.PAUSE.value)
             stop_written = True
         try:
             proc.wait(timeout=min(_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
@@ -193,7 +189,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
     plan = SessionPlan.read(root)
     started_at = time.time()
     limit_at = time.monotonic() + plan.limit_seconds
-    with open(root / LOG_FILE, "ab") as log:
+    with open(SessionPaths(root).log, "ab") as log:
         proc = subprocess.Popen(
             plan.command,
             cwd=root / plan.cwd,
@@ -221,7 +217,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
     _end_leftovers(proc)
     dropped = timed_out or requests.cancel
     if dropped:
-        shutil.rmtree(root / WORKING_DIR, ignore_errors=True)
+        shutil.rmtree(SessionPaths(root).working, ignore_errors=True)
     result = SessionExit(
         exit_code=proc.returncode,
         timed_out=timed_out,
@@ -231,7 +227,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
         ended_at=time.time(),
         output_dropped=dropped,
     )
-    write_json_atomic(root / STATUS_FILE, asdict(result))
+    write_json_atomic(SessionPaths(root).status, asdict(result))
     return result
 
 

@@ -11,14 +11,27 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import platformdirs
 
 from orchestrator.cli.errors import CliError
-from orchestrator.config import Settings
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 KEYS = ("url", "token")
+
+
+def check_url(value: str) -> str:
+    """A server URL as the CLI can use it: http(s)://HOST[:PORT][/PATH]."""
+    url = value.strip()
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CliError(f"{value!r} is not a server URL: give http://HOST:PORT or https://HOST")
+    return url.rstrip("/")
 
 
 def config_path() -> Path:
@@ -63,6 +76,9 @@ def resolve_token() -> str:
     token = os.environ.get("BATON_TOKEN") or read_config(config_path()).get("token")
     if token:
         return token
+    # Only here, where no token was given: the server's settings cost a tenth of a second.
+    from orchestrator.config import Settings
+
     token_file = Settings().admin_token_file
     if token_file.exists():
         return token_file.read_text().strip()

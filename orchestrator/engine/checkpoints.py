@@ -19,20 +19,15 @@ from sqlalchemy.orm import Session
 from orchestrator.db import Database
 from orchestrator.models import Checkpoint
 from orchestrator.transitions import record_event
-from worker.contract import ExpectedCheckpoint
-from worker.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
+from worker.boundary.contract import CheckpointRef
+from worker.boundary.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
+from worker.boundary.text import TEXT_LIMIT
 
 log = logging.getLogger(__name__)
 
 
 class NoUsableCheckpoint(Exception):
     """The job has committed checkpoints, but none of them verifies any more."""
-
-
-@dataclass(frozen=True)
-class ResumePoint:
-    segment_index: int
-    step: int
 
 
 @dataclass
@@ -44,7 +39,7 @@ class CheckpointStore:
     def path(self, job_id: str, segment_index: int) -> Path:
         return self.root / job_id / f"{segment_index:05d}"
 
-    def resume_point(self, job_id: str) -> ResumePoint | None:
+    def resume_point(self, job_id: str) -> CheckpointRef | None:
         """The newest checkpoint that verifies now; None when the job has none at all."""
         with self.db.transaction() as session:
             candidates = [
@@ -54,7 +49,7 @@ class CheckpointStore:
         for segment_index, step in candidates:
             problem = self.verify(job_id, segment_index, step)
             if problem is None:
-                return ResumePoint(segment_index, step)
+                return CheckpointRef(job_id, segment_index, step)
             self.reject(job_id, segment_index, problem)
         if candidates:
             raise NoUsableCheckpoint(f"none of the job's {len(candidates)} checkpoints verifies")
@@ -62,7 +57,7 @@ class CheckpointStore:
 
     def verify(self, job_id: str, segment_index: int, step: int) -> str | None:
         """Why the stored copy is unusable, or None if it verifies."""
-        expect = ExpectedCheckpoint(job_id, segment_index, step)
+        expect = CheckpointRef(job_id, segment_index, step)
         try:
             verify_checkpoint(self.path(job_id, segment_index), expect)
         except CorruptCheckpoint as exc:
@@ -79,7 +74,9 @@ class CheckpointStore:
             if row is None or row.rejected is not None:
                 return
             session.execute(
-                update(Checkpoint).where(Checkpoint.id == row.id).values(rejected=problem[:2000])
+                update(Checkpoint)
+                .where(Checkpoint.id == row.id)
+                .values(rejected=problem[:TEXT_LIMIT])
             )
             record_event(
                 session,

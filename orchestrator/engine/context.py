@@ -16,9 +16,7 @@ from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, Decision, JobState, Jo
 from orchestrator.models import Job, Segment
 from orchestrator.spec import JobSpec
 from orchestrator.transitions import set_job_state
-
-# Stored texts a user reads (reasons, errors) are cut to this many characters.
-TEXT_LIMIT = 2000
+from worker.boundary.text import TEXT_LIMIT
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from orchestrator.backends.base import Backend, Gone, LaunchRequest, Quota, Rejected
 from orchestrator.engine.admission import admit, serialize_admissions
-from orchestrator.engine.checkpoints import NoUsableCheckpoint, ResumePoint
+from orchestrator.engine.checkpoints import NoUsableCheckpoint
 from orchestrator.engine.claim import Claim
 from orchestrator.engine.context import (
     Context,
@@ -26,7 +26,6 @@ from orchestrator.engine.context import (
     stored_spec,
 )
 from orchestrator.engine.rollbacks import count_rollbacks
-from orchestrator.launch_id import LaunchId
 from orchestrator.lifecycle import (
     JobState,
     SegmentState,
@@ -36,15 +35,15 @@ from orchestrator.lifecycle import (
 )
 from orchestrator.models import Job, Segment
 from orchestrator.planner import (
-    CheckpointRef,
-    PastSegment,
     build_segment_spec,
     minimum_session_seconds,
     plan_next_segment,
     too_short_for_startup,
 )
 from orchestrator.transitions import StaleState, record_event, set_job_state, set_segment_state
-from worker.contract import SegmentSpec
+from worker.boundary.contract import CheckpointRef, SegmentSpec
+from worker.boundary.launch_id import LaunchId
+from worker.boundary.planning import PastSegment
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +150,7 @@ def _record_intent(
     job: Job,
     quota: Quota | None,
     history: list[PastSegment],
-    resume: ResumePoint | None,
+    resume: CheckpointRef | None,
     slot_key: str,
 ) -> Segment:
     spec = stored_spec(job.spec)
@@ -159,7 +158,7 @@ def _record_intent(
     plan = plan_next_segment(
         spec,
         int(next_index or 0),
-        CheckpointRef(resume.segment_index, resume.step) if resume else None,
+        resume,
         history,
         quota.seconds_left if quota is not None else None,
         count_rollbacks(session, job.id),

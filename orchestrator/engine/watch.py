@@ -15,7 +15,7 @@ from orchestrator.engine.rollbacks import count_rollbacks
 from orchestrator.lifecycle import JobState, SegmentEnd, SegmentState, decide_segment_end
 from orchestrator.models import Job, Segment
 from orchestrator.transitions import record_event, set_segment_state
-from worker.contract import Outcome
+from worker.boundary.contract import Outcome
 
 log = logging.getLogger(__name__)
 ENDED = (SessionStatus.FINISHED, SessionStatus.LOST)

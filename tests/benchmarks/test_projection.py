@@ -13,7 +13,7 @@ from benchmarks.projection import (
     project_submitit,
     project_uninterrupted,
 )
-from worker.contract import MarginPolicy
+from worker.boundary.contract import MarginPolicy
 
 TWELVE_H = KAGGLE_SESSION_SECONDS
 FAST = Costs(step=0.1, startup=5.0, save=0.05)

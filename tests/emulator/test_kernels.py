@@ -17,7 +17,7 @@ from tests.kaggle_emulator import Emulator, start_emulator
 
 WRITE_25_FILES = """
 import json, os, sys, time
-import worker.contract  # the project is importable, as if installed in Kaggle's image
+import worker.boundary.contract  # the project is importable, as if installed in Kaggle's image
 time.sleep(0.4)
 root = os.environ["BATON_KAGGLE_ROOT"]
 for i in range(25):

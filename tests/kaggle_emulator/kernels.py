@@ -15,7 +15,6 @@ from pathlib import Path
 from secrets import token_urlsafe
 
 from orchestrator.backends.sessions import SessionState
-from orchestrator.backends.supervisor import LOG_FILE, WORKING_DIR
 from tests.kaggle_emulator import quota, wire
 from tests.kaggle_emulator.accelerators import Accelerator, accelerator_for, machine_for
 from tests.kaggle_emulator.datasets import DatasetRegistry
@@ -29,6 +28,7 @@ from tests.kaggle_emulator.kernel_sessions import (
 )
 from tests.kaggle_emulator.runner import SCRIPT_NAME, SessionRunner
 from tests.kaggle_emulator.user_secrets import UserSecrets
+from worker.boundary.paths import LOG_FILE, WORKING_DIR
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.backends import sessions
-from orchestrator.backends.supervisor import PID_FILE, WORKING_DIR, SessionExit, SessionPlan
+from orchestrator.backends.supervisor import SessionExit, SessionPlan
 from tests.kaggle_emulator.kernel_sessions import KernelSession
 from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
 from worker.accelerator import EMULATED_ENV
+from worker.boundary.paths import PID_FILE, WORKING_DIR
 
 SCRIPT_NAME = "__script__.py"
 # The container boots (Kaggle's timer already running), then starts the script as a child; the

@@ -203,7 +203,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "planner-forgets-measured-save",
         "planner",
-        "orchestrator/planner.py",
+        "worker/boundary/planning.py",
         "        save_seconds=max(past.save_seconds for past in recent) * ESTIMATE_PADDING,",
         "        save_seconds=None,",
         (
@@ -216,9 +216,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "planner-forgets-measured-upload",
         "planner",
-        "orchestrator/planner.py",
-        "        upload_seconds=max(past.upload_seconds for past in recent) * ESTIMATE_PADDING,",
-        "        upload_seconds=0.0,",
+        "worker/boundary/planning.py",
+        "            max(past.upload_seconds for past in recent) * ESTIMATE_PADDING, upload_floor",
+        "            0.0, upload_floor",
         ("tests/orchestrator/test_planner.py",),
         guarantee="learned estimates",
     ),
@@ -245,8 +245,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "planner-resume-without-expect",
         "planner",
         "orchestrator/planner.py",
-        "        expect = ExpectedCheckpoint(job_id, plan.resume.segment_index, plan.resume.step)",
-        "        expect = None",
+        "        expect=plan.resume,",
+        "        expect=None,",
         ("tests/orchestrator/test_planner.py",),
         guarantee="verified handoff",
     ),
@@ -377,7 +377,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "local backend",
         "orchestrator/backends/local*",
         "            manifest = verify_checkpoint(store, expect)",
-        '            manifest = __import__("worker.manifest").manifest.read_manifest(store)',
+        '            manifest = __import__("worker.boundary.manifest")'
+        ".boundary.manifest.read_manifest(store)",
         (
             "tests/orchestrator/backends/test_local_collect.py::test_a_stored_copy_damaged_before_"
             "a_repeated_collect_is_rejected",
@@ -459,7 +460,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "worker-manifest-hash-not-compared",
         "worker",
-        "worker/manifest.py",
+        "worker/boundary/manifest.py",
         "        if path.stat().st_size != entry.bytes or sha256_file(path) != entry.sha256:",
         "        if path.stat().st_size != entry.bytes:",
         ("tests/worker/test_checkpoint.py::test_tampered_file_is_rejected",),
@@ -469,7 +470,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "worker-manifest-identity-not-checked",
         "worker",
-        "worker/manifest.py",
+        "worker/boundary/manifest.py",
         "        if found != wanted:",
         "        if False:",
         ("tests/worker/test_checkpoint.py::test_stale_checkpoint_is_rejected",),

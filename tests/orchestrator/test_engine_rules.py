@@ -21,7 +21,7 @@ from orchestrator.lifecycle import JobState, UserAction
 from orchestrator.models import Checkpoint, Job, Segment
 from orchestrator.spec import JobSpec
 from tests.factories import job_spec, stop_sessions
-from worker.manifest import write_manifest
+from worker.boundary.manifest import write_manifest
 
 
 @pytest.fixture

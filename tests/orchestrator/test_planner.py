@@ -7,19 +7,16 @@ from dataclasses import replace
 import pytest
 
 from orchestrator.planner import (
-    ESTIMATE_PADDING,
-    CheckpointRef,
-    PastSegment,
     SegmentPlan,
     build_segment_spec,
-    learn_estimates,
     minimum_session_seconds,
     plan_next_segment,
     too_short_for_startup,
 )
 from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from tests.factories import job_spec, kaggle_spec
-from worker.contract import Estimates, ExpectedCheckpoint, MarginPolicy, SegmentSpec
+from worker.boundary.contract import CheckpointRef, Estimates, MarginPolicy, SegmentSpec
+from worker.boundary.planning import ESTIMATE_PADDING, PastSegment, learn_estimates
 
 SPEC = JobSpec.model_validate(job_spec(session={"limit_seconds": 600}))
 
@@ -43,10 +40,10 @@ def test_first_segment_starts_from_scratch_with_no_estimates() -> None:
 
 
 def test_next_segment_resumes_from_and_expects_the_latest_checkpoint() -> None:
-    plan = plan_next_segment(SPEC, 3, CheckpointRef(segment_index=2, step=120), [_past(4.0)])
+    plan = plan_next_segment(SPEC, 3, CheckpointRef("j1", segment_index=2, step=120), [_past(4.0)])
     segment = build_segment_spec("j1", SPEC, plan)
     assert plan.start_step == 120
-    assert segment.expect == ExpectedCheckpoint("j1", 2, 120)
+    assert segment.expect == CheckpointRef("j1", 2, 120)
     assert segment.resume_path == "input/checkpoint"
     assert (segment.total_steps, segment.seed, segment.trainer) == (50, 7, SPEC.trainer)
 
@@ -121,7 +118,7 @@ def test_the_segment_spec_carries_the_plan_and_the_jobs_settings_whole() -> None
         )
     )
     estimates = Estimates(save_seconds=6.0, upload_seconds=2.0, exit_seconds=1.0, step_seconds=0.4)
-    plan = SegmentPlan(4, 60, 300.0, estimates, CheckpointRef(3, 60))
+    plan = SegmentPlan(4, 60, 300.0, estimates, CheckpointRef("j9", 3, 60))
     assert build_segment_spec("j9", spec, plan) == SegmentSpec(
         job_id="j9",
         segment_index=4,
@@ -133,7 +130,7 @@ def test_the_segment_spec_carries_the_plan_and_the_jobs_settings_whole() -> None
         margin=MarginPolicy(k_steps=3.0, safety_seconds=4.0),
         estimates=estimates,
         resume_path="input/checkpoint",
-        expect=ExpectedCheckpoint("j9", 3, 60),
+        expect=CheckpointRef("j9", 3, 60),
         nproc=1,
     )
 
@@ -159,7 +156,7 @@ def test_a_self_chained_segment_keeps_time_to_publish_and_push_its_successor() -
     assert first.estimates == Estimates(upload_seconds=30.0)
     # A measured upload longer than the reserve wins.
     slow = [_past(100.0)]  # upload 50 s
-    assert plan_next_segment(spec, 1, CheckpointRef(0, 10), slow).estimates == replace(
+    assert plan_next_segment(spec, 1, CheckpointRef("j1", 0, 10), slow).estimates == replace(
         learn_estimates(slow), upload_seconds=50.0 * ESTIMATE_PADDING
     )
     plain = JobSpec.model_validate(kaggle_spec())

@@ -29,12 +29,12 @@ from sqlalchemy.orm import Session
 
 from orchestrator.backends.kaggle.backend import kernel_slug
 from orchestrator.backends.sessions import SessionState, session_state
-from orchestrator.backends.supervisor import LOG_FILE
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES
 from orchestrator.models import Checkpoint, Job, Segment
 from tests.factories import FINISHED, job_spec, kaggle_spec, reference_digest
 from tests.scale.cluster import REPO_ROOT
 from tests.scale.conftest import ScaleRig
+from worker.boundary.paths import LOG_FILE
 from worker.kaggle_access.kernel_script import launch_id_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

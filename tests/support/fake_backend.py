@@ -4,7 +4,7 @@ Its state lives in a directory, so several threads and processes can drive one f
 once, as several orchestrators share one real backend. A session "trains" deterministically: the
 model is a hash chain over the steps, so a chained job ends on the same digest as an uninterrupted
 one only if every segment resumed exactly where the last committed. Checkpoints are real
-manifest-verified directories (worker.manifest), so the engine's verification is exercised.
+manifest-verified directories (worker.boundary.manifest), so the engine's verification is exercised.
 
 Knobs:
     steps_per_session   steps one session trains before its "deadline"
@@ -33,8 +33,8 @@ from orchestrator.backends.base import (
     SessionStatus,
     Slot,
 )
-from worker.contract import SegmentResult, Timings
-from worker.manifest import CorruptCheckpoint, verify_checkpoint, write_manifest
+from worker.boundary.contract import SegmentResult, Timings
+from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint, write_manifest
 
 STATE_FILE = "state.json"
 

@@ -11,17 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from worker.contract import (
-    CHECKPOINT_DIR,
-    RESULT_FILE,
-    SEGMENT_FILE,
-    ExpectedCheckpoint,
-    SegmentResult,
-    SegmentSpec,
-)
+from worker.boundary.contract import CheckpointRef, SegmentResult, SegmentSpec
+from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE, RESUME_PATH, SessionPaths
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-INPUT_CHECKPOINT = "input/checkpoint"
 
 
 def make_spec(**overrides: Any) -> SegmentSpec:
@@ -42,8 +35,8 @@ def next_spec(previous: SegmentSpec, result: SegmentResult, **overrides: Any) ->
     """The spec of the segment that resumes from `previous`'s committed checkpoint."""
     fields: dict[str, Any] = {
         "segment_index": previous.segment_index + 1,
-        "resume_path": INPUT_CHECKPOINT,
-        "expect": ExpectedCheckpoint(previous.job_id, previous.segment_index, result.end_step),
+        "resume_path": RESUME_PATH,
+        "expect": CheckpointRef(previous.job_id, previous.segment_index, result.end_step),
     }
     return dataclasses.replace(previous, **{**fields, **overrides})
 
@@ -52,8 +45,8 @@ def make_root(root: Path, spec: SegmentSpec, resume_from: Path | None = None) ->
     """Lay out a session root: segment.json, plus the previous checkpoint under input/."""
     root.mkdir(parents=True, exist_ok=True)
     if resume_from is not None:
-        shutil.copytree(resume_from, root / INPUT_CHECKPOINT)
-    (root / SEGMENT_FILE).write_text(spec.to_json())
+        shutil.copytree(resume_from, SessionPaths(root).resume_checkpoint)
+    SessionPaths(root).segment.write_text(spec.to_json())
     return root
 
 

@@ -1,5 +1,7 @@
 """The Hugging Face Trainer, joined by Baton's callback: chained over real worker processes it
-ends with the uninterrupted run's weights and the same loss at every logged step."""
+ends with the uninterrupted run's weights and the Trainer's own bookkeeping (step, epoch, log),
+also through segments that take no step; its sampler resumes at a step. (The chained digests of
+every trainer are also checked together in test_chained_digest.py.)"""
 
 import dataclasses
 import itertools
@@ -19,9 +21,9 @@ from tests.support.segments import (
     start_worker,
     terminate_after_step,
 )
-from worker.contract import Estimates, Outcome, SegmentResult, SegmentSpec
+from worker.boundary.contract import Estimates, Outcome, SegmentResult, SegmentSpec
+from worker.boundary.manifest import verify_checkpoint
 from worker.hf import HF_STATE_DIR, SUMMARY_LOG_KEY, TRAINER_STATE_NAME, StepPositionedSampler
-from worker.manifest import verify_checkpoint
 
 TOTAL_STEPS = 12
 # Steps padded to a fixed time, so a SIGTERM after a logged step lands well before the end.

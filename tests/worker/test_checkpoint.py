@@ -6,13 +6,14 @@ import pytest
 import torch
 
 from tests.support.trainers import LinearTrainer, make_linear_trainer
+from worker.boundary.contract import CheckpointRef
+from worker.boundary.manifest import CorruptCheckpoint, StaleCheckpoint, verify_checkpoint
+from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE
 from worker.checkpoint import TMP_PREFIX, commit_checkpoint, load_checkpoint
-from worker.contract import CHECKPOINT_DIR, MANIFEST_FILE, ExpectedCheckpoint
 from worker.digest import model_digest
-from worker.manifest import CorruptCheckpoint, StaleCheckpoint, verify_checkpoint
 from worker.rng import capture_rng_state, restore_rng_state, seed_everything
 
-EXPECT = ExpectedCheckpoint("job-1", 0, 5)
+EXPECT = CheckpointRef("job-1", 0, 5)
 
 
 def trained(steps: int = 5) -> LinearTrainer:
@@ -144,9 +145,9 @@ def test_garbage_manifest_is_rejected(committed):
 @pytest.mark.parametrize(
     "expect",
     [
-        ExpectedCheckpoint("job-2", 0, 5),
-        ExpectedCheckpoint("job-1", 1, 5),
-        ExpectedCheckpoint("job-1", 0, 4),
+        CheckpointRef("job-2", 0, 5),
+        CheckpointRef("job-1", 1, 5),
+        CheckpointRef("job-1", 0, 4),
     ],
     ids=["other-job", "other-segment", "other-step"],
 )

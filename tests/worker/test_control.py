@@ -5,9 +5,10 @@ import pytest
 
 from tests.support.clock import TickingClock
 from tests.support.segments import make_root, make_spec, output_checkpoint
-from worker.contract import Outcome
+from worker.boundary.contract import Outcome
+from worker.boundary.manifest import verify_checkpoint
+from worker.boundary.paths import SessionPaths
 from worker.control import Command, ControlFile, ControlPoller, parse_command
-from worker.manifest import verify_checkpoint
 from worker.runtime import SegmentRunner
 from worker.stopflag import StopFlag
 
@@ -57,8 +58,8 @@ def test_the_channel_is_read_at_most_once_per_interval_and_the_first_command_sti
 
 def run_with_control(root, spec, text):
     make_root(root, spec)
-    (root / "control").write_text(text)
-    poller = ControlPoller(ControlFile(root / "control"), 0.0, TickingClock())
+    SessionPaths(root).control.write_text(text)
+    poller = ControlPoller(ControlFile(SessionPaths(root).control), 0.0, TickingClock())
     runner = SegmentRunner(
         spec,
         root,

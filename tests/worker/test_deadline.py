@@ -2,7 +2,7 @@
 
 import pytest
 
-from worker.contract import Estimates, MarginPolicy
+from worker.boundary.contract import Estimates, MarginPolicy
 from worker.deadline import (
     SAVE_FLOOR_SECONDS,
     SessionBudget,

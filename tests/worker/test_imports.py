@@ -5,13 +5,18 @@ from tests.support.segments import REPO_ROOT
 
 TORCH_FREE = [
     "worker",
-    "worker.contract",
-    "worker.manifest",
+    "worker.boundary.contract",
+    "worker.boundary.manifest",
     "worker.deadline",
     "worker.stopflag",
     "worker.trainer",
     "worker.digest",
     "worker.sampler",
+    "worker.boundary.launch_id",
+    "worker.boundary.paths",
+    "worker.boundary.planning",
+    "worker.boundary.errors",
+    "orchestrator.planner",
 ]
 
 

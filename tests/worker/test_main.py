@@ -5,9 +5,10 @@ import signal
 import pytest
 
 from tests.support.segments import make_root, make_spec, output_checkpoint, read_result, run_worker
+from worker.boundary.contract import Outcome
+from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint
+from worker.boundary.paths import RESULT_FILE
 from worker.checkpoint import TMP_PREFIX
-from worker.contract import RESULT_FILE, Outcome
-from worker.manifest import CorruptCheckpoint, verify_checkpoint
 
 
 def test_sigkill_during_commit_leaves_nothing_valid_and_a_retry_succeeds(tmp_path):

@@ -12,8 +12,8 @@ from tests.support.segments import (
     read_result,
     run_worker,
 )
-from worker.contract import Estimates, Outcome
-from worker.manifest import verify_checkpoint
+from worker.boundary.contract import Estimates, Outcome
+from worker.boundary.manifest import verify_checkpoint
 
 pytestmark = pytest.mark.slow
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from worker.reasons import MAX_REASON_CHARS, one_line, reason_for
+from worker.boundary.text import MAX_REASON_CHARS
+from worker.reasons import one_line, reason_for
 
 
 def test_paths_keep_only_their_last_part() -> None:

@@ -13,15 +13,9 @@ from tests.support.segments import (
     output_checkpoint,
     read_result,
 )
-from worker.contract import (
-    HEARTBEAT_FILE,
-    RESULT_FILE,
-    SEGMENT_FILE,
-    ExpectedCheckpoint,
-    Outcome,
-    SegmentResult,
-)
-from worker.manifest import CorruptCheckpoint, verify_checkpoint
+from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult
+from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint
+from worker.boundary.paths import HEARTBEAT_FILE, RESULT_FILE, SEGMENT_FILE
 from worker.runtime import (
     EXIT_COMMITTED,
     EXIT_FAILED,
@@ -149,7 +143,7 @@ def test_bad_resume_input_is_rejected_never_trained_from_scratch(tmp_path, case,
     done = run(tmp_path / "a", first)
     spec = next_spec(first, done)
     if case == "stale":
-        spec = next_spec(first, done, expect=ExpectedCheckpoint("job-1", 0, 3))
+        spec = next_spec(first, done, expect=CheckpointRef("job-1", 0, 3))
     elif case == "no-expect":
         spec = next_spec(first, done, expect=None)
     elif case == "no-path":
@@ -175,7 +169,7 @@ def test_main_exit_codes(tmp_path):
     assert main(["--root", str(tmp_path / "empty")]) == EXIT_FAILED
     # Stale: a real, intact checkpoint is mounted, but it is not the step the spec expects.
     done = read_result(ok, first)
-    stale = next_spec(first, done, expect=ExpectedCheckpoint("job-1", 0, done.end_step + 1))
+    stale = next_spec(first, done, expect=CheckpointRef("job-1", 0, done.end_step + 1))
     root = make_root(tmp_path / "stale", stale, resume_from=output_checkpoint(ok, first))
     assert verify_checkpoint(root / "input" / "checkpoint").step == done.end_step
     assert main(["--root", str(root)]) == EXIT_REJECTED

@@ -15,8 +15,8 @@ from tests.support.segments import (
     read_result,
     run_worker,
 )
-from worker.contract import Outcome, WatchdogPolicy
-from worker.manifest import verify_checkpoint
+from worker.boundary.contract import Outcome, WatchdogPolicy
+from worker.boundary.manifest import verify_checkpoint
 from worker.runtime import EXIT_FAILED, SegmentRunner
 from worker.stopflag import StopFlag
 from worker.watchdog import DivergenceCounter, HangWatch, hang_bound

@@ -1,7 +1,7 @@
 """Self-chaining, inside a kernel: publish this segment's checkpoint, then push its successor.
 
 The chain then goes on while the orchestrator is offline; when it is back, it adopts each pushed
-segment by its launch id (the same `<job>-<index>` scheme it uses itself), so nothing is pushed
+segment by its launch id (worker.boundary.launch_id, which it uses itself), so nothing is pushed
 twice. The key comes only from a Kaggle Secret the user attached to the kernel, never from the
 kernel's source. Anything that goes wrong here just ends the chain: the orchestrator carries on
 from the last published checkpoint.
@@ -16,35 +16,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from worker.contract import (
-    CHECKPOINT_DIR,
-    RESULT_FILE,
-    Estimates,
-    ExpectedCheckpoint,
-    Outcome,
-    SegmentResult,
-    SegmentSpec,
-)
+from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
+from worker.boundary.errors import Rejected, Transient
+from worker.boundary.launch_id import LaunchId
+from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
+from worker.boundary.planning import successor_spec
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, production_client
-from worker.kaggle_access.errors import Rejected, Transient
 from worker.kaggle_access.kernel_script import kernel_source
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 from worker.kaggle_access.secrets import read_secret
 
 SECRET_LABEL = "BATON_KAGGLE_KEY"
-# Estimates learned here are padded like the orchestrator pads its own (planner.py).
-PADDING = 1.25
 # Publishing retries are spaced (Kaggle rate-limits): from the first delay, doubling to the cap,
 # or as long as a 429's Retry-After asks.
 _RETRY_SECONDS = 2.0
 _RETRY_CAP_SECONDS = 30.0
 
 log = logging.getLogger("worker.kaggle.chain")
-
-
-def launch_id(job_id: str, segment_index: int) -> str:
-    return f"{job_id}-{segment_index:04d}"
 
 
 def secret_key() -> str | None:
@@ -54,27 +43,8 @@ def secret_key() -> str | None:
     return value
 
 
-def successor_spec(
-    segment: SegmentSpec, result: SegmentResult, expect: ExpectedCheckpoint, upload: float
-) -> SegmentSpec:
-    """The next segment: resume from this one's checkpoint, with the costs measured here."""
-    learned = Estimates(
-        save_seconds=result.timings.save * PADDING,
-        upload_seconds=max(upload * PADDING, segment.estimates.upload_seconds),
-        exit_seconds=segment.estimates.exit_seconds,
-        step_seconds=result.step_time_ema,
-    )
-    return replace(
-        segment,
-        segment_index=segment.segment_index + 1,
-        expect=expect,
-        resume_path="input/checkpoint",
-        estimates=learned,
-    )
-
-
 def _publish(
-    dataset: CheckpointDataset, expect: ExpectedCheckpoint, working: Path, give_up_at: float
+    dataset: CheckpointDataset, expect: CheckpointRef, working: Path, give_up_at: float
 ) -> PublishedCheckpoint | None:
     delay = _RETRY_SECONDS
     while time.time() < give_up_at:
@@ -101,7 +71,7 @@ def chain(
         return
     started = time.time()
     account = KaggleAccount(options["username"], key, production_client)
-    expect = ExpectedCheckpoint(result.job_id, result.segment_index, result.end_step)
+    expect = CheckpointRef(result.job_id, result.segment_index, result.end_step)
     staging = Path(tempfile.mkdtemp(prefix="baton-publish-"))
     dataset = CheckpointDataset(account, options["checkpoint_dataset"], staging)
     try:
@@ -114,7 +84,8 @@ def chain(
         push = replace(
             push, dataset_sources=[f"{dataset.ref}/{published.version}", *push.dataset_sources]
         )
-        source = kernel_source(launch_id(spec.job_id, spec.segment_index), spec, next_options, code)
+        launch_id = str(LaunchId(spec.job_id, spec.segment_index))
+        source = kernel_source(launch_id, spec, next_options, code)
         JobKernel(account, options["kernel_slug"]).push(source, push)
         log.info(
             "pushed segment %d (%.1f s after commit)", spec.segment_index, time.time() - started

@@ -27,10 +27,11 @@ from kagglesdk.datasets.types.dataset_api_service import (
     ApiListDatasetFilesResponse,
 )
 
-from worker.contract import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE, ExpectedCheckpoint
+from worker.boundary.contract import CheckpointRef
+from worker.boundary.errors import Rejected, Transient
+from worker.boundary.manifest import CorruptCheckpoint, sha256_file, verify_checkpoint
+from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound
-from worker.kaggle_access.errors import Rejected, Transient
-from worker.manifest import CorruptCheckpoint, sha256_file, verify_checkpoint
 
 # How long a version Kaggle accepted may take to show up, and then to finish processing. Past
 # either, Kaggle has silently dropped it: what it does when the account's private dataset storage
@@ -73,7 +74,7 @@ def archive_prefix(segment_index: int) -> str:
     return f"checkpoint-s{segment_index:05d}-"
 
 
-def archive_name(expect: ExpectedCheckpoint, checkpoint_dir: Path) -> str:
+def archive_name(expect: CheckpointRef, checkpoint_dir: Path) -> str:
     """Names the exact checkpoint: its segment, step and the hash of its manifest."""
     manifest = sha256_file(checkpoint_dir / MANIFEST_FILE)[:12]
     return f"{archive_prefix(expect.segment_index)}step{expect.step}-{manifest}.tar"
@@ -125,7 +126,7 @@ class CheckpointDataset:
         return f"{self.owner}/{self.slug}"
 
     def ensure_published(
-        self, expect: ExpectedCheckpoint, checkpoint_dir: Path, result: Path | None = None
+        self, expect: CheckpointRef, checkpoint_dir: Path, result: Path | None = None
     ) -> PublishedCheckpoint:
         """The ready version holding this checkpoint, publishing it first if needed.
 
@@ -187,7 +188,7 @@ class CheckpointDataset:
                 else:
                     entry.unlink(missing_ok=True)
 
-    def _packed(self, checkpoint_dir: Path, name: str, expect: ExpectedCheckpoint) -> Path:
+    def _packed(self, checkpoint_dir: Path, name: str, expect: CheckpointRef) -> Path:
         """The archive to upload, made once, from a checkpoint verified once."""
         archive = self.staging / name
         if not archive.exists():
@@ -250,7 +251,7 @@ class CheckpointDataset:
     def _upload(
         self,
         archive: Path,
-        expect: ExpectedCheckpoint,
+        expect: CheckpointRef,
         result: Path | None,
         *,
         exists: bool,

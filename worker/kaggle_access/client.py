@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import requests
 from kagglesdk import KaggleClient
 
-from worker.kaggle_access.errors import BackendError, Gone, Rejected, Transient
+from worker.boundary.errors import BackendError, Gone, Rejected, Transient
 
 if TYPE_CHECKING:
     from kaggle.api.kaggle_api_extended import KaggleApi

@@ -9,7 +9,7 @@ import base64
 import json
 from typing import Any
 
-from worker.contract import SegmentSpec
+from worker.boundary.contract import SegmentSpec
 
 LAUNCH_ID_MARK = "# baton-launch-id: "
 

@@ -28,8 +28,8 @@ from kagglesdk.kernels.types.kernels_api_service import (
     ApiSaveKernelRequest,
 )
 
+from worker.boundary.errors import Rejected, Transient
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound
-from worker.kaggle_access.errors import Rejected, Transient
 from worker.kaggle_access.kernel_script import launch_id_of
 
 # Refusals that clear up by themselves: try again on a later tick, don't count a failure.

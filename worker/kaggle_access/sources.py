@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from kagglesdk.datasets.types.dataset_api_service import ApiDataset, ApiGetDatasetRequest
 
+from worker.boundary.errors import Rejected, Transient
 from worker.kaggle_access.client import KaggleAccount, KaggleAuthError, KaggleNotFound
-from worker.kaggle_access.errors import Rejected, Transient
 
 READY = "READY"
 LOST = frozenset({"FAILED", "DELETED"})

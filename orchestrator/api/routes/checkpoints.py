@@ -11,7 +11,7 @@ from fastapi.responses import FileResponse
 from orchestrator import queries
 from orchestrator.api.deps import CurrentUser, JobId, ServicesDep, Step
 from orchestrator.db import Database
-from worker.contract import MANIFEST_FILE
+from worker.boundary.paths import MANIFEST_FILE
 
 router = APIRouter(
     prefix="/api/v1/jobs",

@@ -27,16 +27,17 @@ from orchestrator.backends.base import (
 )
 from orchestrator.backends.kaggle.findings import AccountFindings, RunningSince
 from orchestrator.backends.kaggle.packaging import code_archive
-from orchestrator.launch_id import LaunchId
 from orchestrator.spec import Accelerator, KaggleSpec
 from worker.accelerator import Accelerators
-from worker.contract import CHECKPOINT_DIR, RESULT_FILE, ExpectedCheckpoint, SegmentResult
+from worker.boundary.contract import CheckpointRef, SegmentResult
+from worker.boundary.launch_id import LaunchId
+from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint
+from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
 from worker.kaggle_access.client import KaggleAccount
 from worker.kaggle_access.kernel_script import kernel_source
 from worker.kaggle_access.kernels import JobKernel, KernelPush, KernelStatus
 from worker.kaggle_access.sources import check_dataset_sources
-from worker.manifest import CorruptCheckpoint, verify_checkpoint
 
 # A status still RUNNING this long after the session's own limit (counted from the first RUNNING
 # Baton saw, never from the push: a GPU queue can hold a session for long) is stale (the API and
@@ -214,15 +215,14 @@ class KaggleBackend:
         if current is None:
             return None
         current_id, current_version = current
-        index = segment_of(launch_id)
-        current_index = segment_of(current_id)
-        if current_id.rsplit("-", 1)[0] != launch_id.rsplit("-", 1)[0] or current_index < index:
+        wanted, pushed = LaunchId.parse(launch_id), LaunchId.parse(current_id)
+        if pushed.job_id != wanted.job_id or pushed.segment_index < wanted.segment_index:
             return None
         # Pushed: by a lost-response push, or by a self-chaining predecessor, in which case the
         # chain may have moved on already (one version per segment).
-        version = current_version - (current_index - index) if current_version else None
-        job_id = launch_id.rsplit("-", 1)[0]
-        return KaggleHandle(self.kernel.ref, index, version, job_id).encode()
+        ahead = pushed.segment_index - wanted.segment_index
+        version = current_version - ahead if current_version else None
+        return KaggleHandle(self.kernel.ref, wanted.segment_index, version, wanted.job_id).encode()
 
     # --- watching -------------------------------------------------------------------------
 
@@ -261,7 +261,7 @@ class KaggleBackend:
             return Collected(None, None, None, None, mismatch)
         if not result.committed:
             return Collected(result, None, None, None, result.error or result.outcome)
-        expect = ExpectedCheckpoint(result.job_id, result.segment_index, result.end_step)
+        expect = CheckpointRef(result.job_id, result.segment_index, result.end_step)
         try:
             if not store.exists():
                 self._take_checkpoint(staging / CHECKPOINT_DIR, store, expect)
@@ -296,7 +296,7 @@ class KaggleBackend:
             return "the kernel session was cancelled; its output is lost"
         return f"the kernel left no {RESULT_FILE} ({status}: {message or 'no output'})"
 
-    def _take_checkpoint(self, source: Path, store: Path, expect: ExpectedCheckpoint) -> None:
+    def _take_checkpoint(self, source: Path, store: Path, expect: CheckpointRef) -> None:
         # Beside the staging folder, not in it: every fetch starts by emptying the staging folder.
         staging = source.parent
         attempts_file = staging.parent / f".{staging.name}.verify-attempts"

@@ -37,6 +37,7 @@ from kagglesdk.kernels.types.kernels_api_service import (
 from orchestrator.backends.base import BackendError, Gone
 from orchestrator.backends.kaggle.findings import AccountFindings, Findings
 from orchestrator.backends.kaggle.packaging import code_archive
+from worker.boundary.paths import INPUT_DIR
 from worker.kaggle_access.chaining import SECRET_LABEL
 from worker.kaggle_access.client import KaggleAccount, KaggleAuthError
 from worker.kaggle_access.kernels import JobKernel, KernelPush, KernelStatus
@@ -254,7 +255,7 @@ class Preflight:
                 self.dataset_slug, "<slug>"
             )
             report.add("mount layout", Outcome.OK, f"/kaggle/input/{mount}")
-            report.findings = _with(report.findings, mount_layout=f"input/{layout}")
+            report.findings = _with(report.findings, mount_layout=f"{INPUT_DIR}/{layout}")
         else:
             report.add("mount layout", Outcome.FAIL, "the dataset was not found under input/")
         readable = found.get("secret_readable") is True

@@ -17,6 +17,7 @@ from tests.factories import stop_sessions
 from tests.support.gates import WAITING_LOG
 from tests.support.segments import make_spec, next_spec
 from tests.support.supervisors import SUPERVISOR_MODULE
+from worker.boundary.paths import SessionPaths
 
 pytestmark = pytest.mark.slow
 
@@ -91,7 +92,7 @@ def test_a_pause_during_rank_start_up_commits_and_the_job_ends_on_the_uninterrup
     wait_for_log(backend, handle, WAITING_LOG)
     backend.request_stop(handle)
     root = tmp_path / "sessions" / handle
-    while not (root / "control").exists():  # the supervisor acts on the request
+    while not SessionPaths(root).control.exists():  # the supervisor acts on the request
         time.sleep(0.05)
     gate.touch()
     wait_finished(backend, handle)

@@ -22,12 +22,8 @@ from orchestrator.backends.sessions import (
     start_session,
     stop_session,
 )
-from orchestrator.backends.supervisor import (
-    LAUNCH_LOCK_FILE,
-    SessionExit,
-    SessionPlan,
-    SupervisorPid,
-)
+from orchestrator.backends.supervisor import SessionExit, SessionPlan, SupervisorPid
+from worker.boundary.paths import LAUNCH_LOCK_FILE
 
 
 def _start(root: Path, script: str, limit: float = 30.0) -> None:

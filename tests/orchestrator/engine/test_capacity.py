@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.supervisor import STATUS_FILE
 from tests.factories import job_spec, make_settings, reference_digest, running_api, wait_finished
+from worker.boundary.paths import STATUS_FILE
 
 pytestmark = pytest.mark.slow
 

@@ -16,11 +16,12 @@ from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, FaultKind, ManualClock, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
-from tests.orchestrator.backends.kaggle.conftest import account_on
-from worker.contract import CHECKPOINT_DIR, RESULT_FILE, SegmentResult
+from tests.support.kaggle import account_on
+from worker.boundary.contract import SegmentResult
+from worker.boundary.manifest import write_manifest
+from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
 from worker.kaggle_access.client import KaggleAccount
 from worker.kaggle_access.kernels import JobKernel, KernelPush
-from worker.manifest import write_manifest
 
 CPU_PUSH = KernelPush(None, 60, False, True, [], [], [], None)
 JOB = "j1"

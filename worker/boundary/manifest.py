@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.contract import MANIFEST_FILE, ExpectedCheckpoint, fsync_dir
+from worker.boundary.contract import CheckpointRef, fsync_dir
+from worker.boundary.paths import MANIFEST_FILE
 
 MANIFEST_VERSION = 1
 _CHUNK = 1 << 20
@@ -64,7 +65,7 @@ class Manifest:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptCheckpoint(f"malformed manifest: {exc!r}") from exc
 
-    def check_expected(self, expect: ExpectedCheckpoint) -> None:
+    def check_expected(self, expect: CheckpointRef) -> None:
         found = (self.job_id, self.segment_index, self.step)
         wanted = (expect.job_id, expect.segment_index, expect.step)
         if found != wanted:
@@ -126,7 +127,7 @@ def read_manifest(directory: Path) -> Manifest:
     return Manifest.from_dict(data)
 
 
-def verify_checkpoint(directory: Path, expect: ExpectedCheckpoint | None = None) -> Manifest:
+def verify_checkpoint(directory: Path, expect: CheckpointRef | None = None) -> Manifest:
     """Return the manifest if every listed file is present with the right size and sha256.
 
     Files on disk that the manifest does not list are rejected too: they are leftovers of an

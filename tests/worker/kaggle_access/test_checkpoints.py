@@ -12,8 +12,9 @@ from kagglesdk.datasets.types.dataset_enums import DatabundleVersionStatus
 from orchestrator.backends.base import Rejected, Transient
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, start_emulator
-from tests.orchestrator.backends.kaggle.conftest import account_on
-from worker.contract import ExpectedCheckpoint
+from tests.support.kaggle import account_on
+from worker.boundary.contract import CheckpointRef
+from worker.boundary.manifest import write_manifest
 from worker.kaggle_access.checkpoints import (
     MAX_UPLOADS,
     PROCESSING_WITHIN_SECONDS,
@@ -21,13 +22,12 @@ from worker.kaggle_access.checkpoints import (
     CheckpointDataset,
 )
 from worker.kaggle_access.client import KaggleAccount
-from worker.manifest import write_manifest
 
-EXPECT = ExpectedCheckpoint("j1", 0, 10)
+EXPECT = CheckpointRef("j1", 0, 10)
 LOST = {"FAILED", "DELETED"}
 
 
-def _checkpoint(path: Path, expect: ExpectedCheckpoint = EXPECT) -> Path:
+def _checkpoint(path: Path, expect: CheckpointRef = EXPECT) -> Path:
     path.mkdir(parents=True)
     (path / "model.bin").write_bytes(b"weights" * 100)
     write_manifest(
@@ -100,7 +100,7 @@ def test_publishing_into_someone_elses_dataset_is_a_refusal(
     intruder = CheckpointDataset(account_on(emulator, "bob", "bob-key"), "x", tmp_path / "bob")
     intruder.owner = "alice"
     intruder.slug = "baton-ckpt-j1"
-    other = ExpectedCheckpoint("j1", 0, 10)
+    other = CheckpointRef("j1", 0, 10)
     with pytest.raises(Rejected):
         intruder.ensure_published(other, _checkpoint(tmp_path / "bob-ckpt"))
 
@@ -115,7 +115,7 @@ class _Clock:
         return self.now
 
 
-def _publish_for(dataset: CheckpointDataset, checkpoint: Path, expect: ExpectedCheckpoint) -> str:
+def _publish_for(dataset: CheckpointDataset, checkpoint: Path, expect: CheckpointRef) -> str:
     """Ask tick after tick for 3 s of real time; what the last answer said."""
     deadline = time.monotonic() + 3
     while True:
@@ -144,7 +144,7 @@ def test_a_full_private_storage_fails_publishing_with_the_reason(
         dataset = CheckpointDataset(account_on(emulator), "baton-ckpt-j1", tmp_path / "s", clock)
         if first_fits:
             assert _publish_for(dataset, checkpoint, EXPECT) == "published v1"
-        second = ExpectedCheckpoint("j1", 1, 20)
+        second = CheckpointRef("j1", 1, 20)
         later = _checkpoint(tmp_path / "ckpt2", second) if first_fits else checkpoint
         expect = second if first_fits else EXPECT
         assert _publish_for(dataset, later, expect).startswith("waiting")

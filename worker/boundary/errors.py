@@ -1,7 +1,7 @@
 """The backend error contract: the only errors a backend may raise.
 
-orchestrator/backends/base.py re-exports them; they live here so that the Kaggle code running
-inside a kernel (which imports nothing from the orchestrator) raises the same ones.
+orchestrator/backends/base.py re-exports them; they live in the session boundary so that the Kaggle
+code running inside a kernel (which imports nothing from the orchestrator) raises the same ones.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The worker contract: the segment spec a session reads and the result it writes.
 
 Shared by the orchestrator (which writes specs and reads results) and the worker (which does the
-reverse). Standard library only: the orchestrator must not need torch, and this file travels into
-Kaggle kernels.
+reverse). Part of worker.boundary: standard library only.
 """
 
 from __future__ import annotations
@@ -14,12 +13,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-SEGMENT_FILE = "segment.json"
-RESULT_FILE = "result.json"
-# Live progress the worker rewrites atomically while it trains: step, loss, step_seconds, at.
-HEARTBEAT_FILE = "heartbeat.json"
-CHECKPOINT_DIR = "checkpoint"
-MANIFEST_FILE = "manifest.json"
+from worker.boundary.paths import WORKING_DIR
+
+# The deadline margin's defaults, for the job spec (orchestrator/spec.py) and the segment alike.
+DEFAULT_K_STEPS = 1.25
+DEFAULT_SAFETY_SECONDS = 1.0
 
 
 class Outcome(enum.StrEnum):
@@ -42,8 +40,11 @@ COMMITTED_OUTCOMES = frozenset({Outcome.COMPLETED, Outcome.DEADLINE, Outcome.STO
 
 
 @dataclass(frozen=True)
-class ExpectedCheckpoint:
-    """What the resume checkpoint's manifest must say; anything else is stale or foreign."""
+class CheckpointRef:
+    """One committed checkpoint of a job: the one to resume from, or the one a segment left.
+
+    A resume checkpoint's manifest must say exactly this; anything else is stale or foreign.
+    """
 
     job_id: str
     segment_index: int
@@ -69,8 +70,8 @@ class MarginPolicy:
     (worker.deadline), so k is headroom over the slowest recent steps, not a multiple of the mean.
     """
 
-    k_steps: float = 1.25
-    safety_seconds: float = 1.0
+    k_steps: float = DEFAULT_K_STEPS
+    safety_seconds: float = DEFAULT_SAFETY_SECONDS
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,8 @@ class SegmentSpec:
     estimates: Estimates = field(default_factory=Estimates)
     # Relative to the session root; None for the first segment.
     resume_path: str | None = None
-    expect: ExpectedCheckpoint | None = None
-    output_dir: str = "working"
+    expect: CheckpointRef | None = None
+    output_dir: str = WORKING_DIR
     # Worker processes (ranks) in the session: one per GPU on a t4x2, or CPU ranks over gloo.
     nproc: int = 1
     watchdog: WatchdogPolicy = field(default_factory=WatchdogPolicy)
@@ -117,7 +118,7 @@ class SegmentSpec:
         data["estimates"] = Estimates(**data.get("estimates", {}))
         data["watchdog"] = WatchdogPolicy(**data.get("watchdog", {}))
         expect = data.get("expect")
-        data["expect"] = ExpectedCheckpoint(**expect) if expect else None
+        data["expect"] = CheckpointRef(**expect) if expect else None
         return cls(**data)
 
     @classmethod
