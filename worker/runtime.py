@@ -20,6 +20,8 @@ from typing import Any
 
 from worker.boundary.contract import (
     COMMITTED_OUTCOMES,
+    READY_LOG,
+    STARTUP_LOG,
     Outcome,
     SegmentResult,
     SegmentSpec,
@@ -214,12 +216,12 @@ class SegmentRunner:
         spec = self.spec
         manifest = self.given = self._verify_resume()
         if manifest is not None:
-            log.info("start-up: resume checkpoint verified (step %d)", manifest.step)
+            log.info("%s resume checkpoint verified (step %d)", STARTUP_LOG, manifest.step)
         configure_torch(spec.config)
         seed_everything(spec.seed)
         trainer_cls = import_trainer(spec.trainer)
         trainer = trainer_cls(self._context())
-        log.info("start-up: setting up %s", spec.trainer)
+        log.info("%s setting up %s", STARTUP_LOG, spec.trainer)
         trainer.setup()
         if manifest is not None and spec.resume_path is not None:
             resume = read_checkpoint(
@@ -233,7 +235,8 @@ class SegmentRunner:
             self.budget.record_state_size(state_nbytes(trainer.state_dict()))
         self.result.timings.load = self.clock() - started
         log.info(
-            "start-up: ready to train at step %d after %.1f s (load %.1f s)",
+            "%s at step %d after %.1f s (load %.1f s)",
+            READY_LOG,
             self.progress.step,
             self.clock() - self.process_start,
             self.result.timings.load,
@@ -457,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
     # Start-up progress reaches the log line by line: a session killed while it is still
     # starting shows how far it got instead of an empty log.
     log.info(
-        "start-up: segment %d of %s, %d rank(s), limit %.0f s",
+        "%s segment %d of %s, %d rank(s), limit %.0f s",
+        STARTUP_LOG,
         spec.segment_index,
         spec.job_id,
         spec.nproc,
@@ -485,10 +489,10 @@ def run_rank(spec: SegmentSpec, root: Path, process_start: float) -> SegmentResu
         for handler in logging.getLogger().handlers:
             handler.setFormatter(logging.Formatter(rank_format))
     with StopFlag() as stop_flag:
-        log.info("start-up: importing torch")
+        log.info("%s importing torch", STARTUP_LOG)
         import torch  # (counted as startup: it is a fixed cost of every session)
 
-        log.info("start-up: torch %s imported", torch.__version__)
+        log.info("%s torch %s imported", STARTUP_LOG, torch.__version__)
 
         timeout = float(
             spec.config.get("collective_timeout_seconds", DEFAULT_COLLECTIVE_TIMEOUT_SECONDS)

@@ -35,6 +35,11 @@ class Outcome(enum.StrEnum):
     REJECTED = "rejected"  # the resume checkpoint was missing, corrupt or stale
 
 
+# The worker's start-up progress lines in the session log begin with STARTUP_LOG; READY_LOG marks
+# the end of start-up. A session killed before READY_LOG died starting (backends say so).
+STARTUP_LOG = "start-up:"
+READY_LOG = f"{STARTUP_LOG} ready to train"
+
 # The outcomes that leave a committed checkpoint behind.
 COMMITTED_OUTCOMES = frozenset({Outcome.COMPLETED, Outcome.DEADLINE, Outcome.STOPPED})
 

@@ -117,3 +117,17 @@ def test_a_pause_during_rank_start_up_commits_and_the_job_ends_on_the_uninterrup
     assert reference.result is not None, reference.problem
     assert finished.result.end_step == 12
     assert finished.result.model_digest == reference.result.model_digest
+
+
+def test_a_session_too_short_for_its_start_up_says_where_it_was_cut(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    """Killed at its 5 s limit while its trainer is still loading: the reason says it died
+    starting up, and at which stage, instead of an unexplained dropped output."""
+    spec = make_spec(limit_seconds=5.0, config={"load_gate": str(tmp_path / "never-opened")})
+    handle = backend.launch(LaunchRequest("job-1-0000", spec, None))
+    wait_finished(backend, handle)
+    collected = backend.collect(handle, tmp_path / "store" / "00000")
+    assert collected.problem is not None
+    assert collected.problem.startswith("the session hit its time limit during start-up (last: ")
+    assert collected.problem.endswith("; its output was dropped")
