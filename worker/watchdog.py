@@ -37,9 +37,7 @@ POLLS_PER_FLOOR = 10
 
 def hang_bound(step_seconds: float | None, policy: WatchdogPolicy) -> float:
     """Seconds without a finished step after which the session counts as hung."""
-    if step_seconds is None:
-        return policy.hang_floor_seconds
-    return max(policy.hang_floor_seconds, policy.hang_multiple * step_seconds)
+    return policy.hang_bound(step_seconds)
 
 
 def non_finite(metrics: Mapping[str, float]) -> list[str]:

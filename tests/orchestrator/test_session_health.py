@@ -9,11 +9,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from fastapi.testclient import TestClient
 
+from orchestrator.cli.render import steps
 from orchestrator.config import Settings
-from tests.factories import event_kinds, job_spec, reference_digest, wait_finished
+from orchestrator.webhooks import notifies
+from orchestrator.wire import JobSummary
+from tests.factories import event_kinds, job_spec, reference_digest, wait_finished, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -117,3 +121,49 @@ def test_a_hung_session_ends_and_the_job_completes_from_the_last_commit(
     assert found[2]["start_step"] == 4
     clean = job_spec(total_steps=10, config={"step_sleep": 0.05})
     assert found[-1]["checkpoint"]["model_digest"] == reference_digest(clean, tmp_path)
+
+
+def test_a_frozen_session_shows_as_stalled(live_api: TestClient, settings: Settings) -> None:
+    """The worker is frozen (SIGSTOP: its watchdog cannot act either). Once its heartbeat is
+    older than the 3 s hang bound the job's progress says stalled, and one `stalled` event
+    (which webhooks carry) names the segment."""
+    spec = job_spec(
+        total_steps=100_000,
+        config={"step_sleep": 0.05},
+        session={"limit_seconds": 600, "watchdog": {"hang_floor_seconds": 3.0}},
+    )
+    job_id = live_api.post("/api/v1/jobs", json=spec).json()["id"]
+    job = wait_for(
+        live_api, job_id, lambda job: (job.get("progress") or {}).get("step", 0) > 0, timeout=120
+    )
+    assert job["progress"]["stalled"] is False
+    worker = next(p for p in session_processes(settings) if "worker" in p.cmdline())
+    worker.suspend()
+    try:
+        stalled = wait_for(live_api, job_id, lambda job: job["progress"]["stalled"], timeout=60)
+        assert stalled["state"] == "running"
+        # The CLI's steps column says so, and the event is one that webhooks carry.
+        assert "stalled" in steps(JobSummary.model_validate(stalled))
+        assert notifies("stalled", 0, None, None)
+        wait_for(live_api, job_id, lambda _: "stalled" in event_kinds(live_api, job_id), timeout=60)
+        events = live_api.get(f"/api/v1/jobs/{job_id}/events").json()
+        noted = [e for e in events if e["kind"] == "stalled"]
+        assert len(noted) == 1
+        assert noted[0]["segment_index"] == 0
+        assert noted[0]["message"].startswith("no heartbeat for ")
+    finally:
+        live_api.post(f"/api/v1/jobs/{job_id}/cancel")
+        worker.resume()
+
+
+def session_processes(settings: Settings) -> list[psutil.Process]:
+    """Live processes working in one of the sessions' directories."""
+    roots = {str(path) for path in settings.sessions_dir.iterdir()}
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.cwd() in roots:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found

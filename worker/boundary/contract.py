@@ -91,6 +91,13 @@ class WatchdogPolicy:
     hang_floor_seconds: float = 600.0
     divergence_steps: int = 3
 
+    def hang_bound(self, step_seconds: float | None) -> float:
+        """Seconds without a finished step after which a session counts as hung: the session's
+        watchdog ends it then, and the orchestrator shows a heartbeat that old as stalled."""
+        if step_seconds is None:
+            return self.hang_floor_seconds
+        return max(self.hang_floor_seconds, self.hang_multiple * step_seconds)
+
 
 @dataclass(frozen=True)
 class SegmentSpec:
