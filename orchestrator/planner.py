@@ -19,7 +19,6 @@ from worker.boundary.contract import (
 )
 from worker.boundary.paths import RESUME_PATH
 from worker.boundary.planning import (
-    ESTIMATE_PADDING,
     ESTIMATE_WINDOW,
     PastSegment,
     learn_estimates,
@@ -53,13 +52,13 @@ def minimum_session_seconds(history: Sequence[PastSegment]) -> float:
 
 
 def startup_floor_seconds(history: Sequence[PastSegment]) -> float | None:
-    """The shortest session that can still commit a new step: the slowest recent start-up,
-    load, save and exit plus one step, padded. None before any session measured them."""
+    """The start-up and load of the fastest of the last few sessions: a session shorter than
+    that never reaches its first step. The fastest, not the worst: one start-up slowed by a
+    busy host must not fail a job whose sessions fit. None before any session measured it."""
     recent = list(history)[-ESTIMATE_WINDOW:]
     if not recent:
         return None
-    worst = max(past.fixed_seconds + (past.step_seconds or 0.0) for past in recent)
-    return worst * ESTIMATE_PADDING
+    return min(past.setup_seconds for past in recent)
 
 
 def too_short_for_startup(limit_seconds: float, history: Sequence[PastSegment]) -> str | None:
@@ -72,8 +71,8 @@ def too_short_for_startup(limit_seconds: float, history: Sequence[PastSegment]) 
     if floor is None or limit_seconds >= floor:
         return None
     return (
-        f"sessions of {limit_seconds:.0f} s are shorter than this job's measured start-up, "
-        f"load, save and one step ({floor:.0f} s): raise session.limit_seconds"
+        f"sessions of {limit_seconds:.0f} s are shorter than this job's measured start-up "
+        f"and load ({floor:.0f} s): raise session.limit_seconds"
     )
 
 
