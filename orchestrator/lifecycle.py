@@ -120,6 +120,8 @@ class JobView:
     failures: int
     max_failures: int
     pause_requested: bool = False
+    rollback_on_divergence: bool = False
+    rollbacks: int = 0  # times the job already resumed from its last good checkpoint
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,7 @@ class SegmentEnd:
     end_step: int | None
     reason: str
     progressed: bool = True  # committed at least one step beyond where it started
+    diverged: bool = False  # the loss went non-finite; nothing was committed
 
 
 def decide_segment_end(job: JobView, end: SegmentEnd) -> Decision:
@@ -186,6 +189,8 @@ def decide_segment_end(job: JobView, end: SegmentEnd) -> Decision:
     if job.state is not JobState.RUNNING:
         # Cancelled meanwhile: record the segment, leave the job as the user set it.
         return Decision(None, event="segment_ended_after_cancel", message=end.reason)
+    if end.diverged:
+        return _diverged(job, end.reason)
     if end.committed and end.end_step is not None:
         done = end.end_step >= job.total_steps
         fields: dict[str, Any] = {"steps_done": end.end_step, "failures": 0}
@@ -196,6 +201,22 @@ def decide_segment_end(job: JobView, end: SegmentEnd) -> Decision:
             return _count_failure(job, "the segment committed no new step", fields)
         return _next_or_pause(job, fields, "segment_committed", end.reason)
     return _count_failure(job, end.reason)
+
+
+def _diverged(job: JobView, reason: str) -> Decision:
+    """Retrying the same data order diverges again: fail at once, or roll back once."""
+    if job.rollback_on_divergence and job.rollbacks == 0:
+        message = f"{reason}; resuming from it once with a different data-order seed"
+        return _next_or_pause(job, {}, "rolled_back", message)
+    fields = {"reason": reason, "pause_requested": False}
+    return Decision(JobState.FAILED, fields, event="diverged", message=reason)
+
+
+def decide_unlaunchable(reason: str) -> Decision:
+    """The planner will not launch this job's next session as specified (a queued job): no
+    retry would change that, so the job fails with the reason."""
+    fields = {"reason": reason, "pause_requested": False}
+    return Decision(JobState.FAILED, fields, event="failed", message=reason)
 
 
 def decide_launch_failure(job: JobView, reason: str, final: bool = False) -> Decision:

@@ -10,9 +10,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
-from worker.boundary.contract import CheckpointRef, Estimates, MarginPolicy, SegmentSpec
+from worker.boundary.contract import (
+    CheckpointRef,
+    Estimates,
+    MarginPolicy,
+    SegmentSpec,
+    WatchdogPolicy,
+)
 from worker.boundary.paths import RESUME_PATH
-from worker.boundary.planning import PastSegment, learn_estimates
+from worker.boundary.planning import ESTIMATE_WINDOW, PastSegment, learn_estimates
 from worker.boundary.planning import minimum_session_seconds as _minimum_session_seconds
 
 
@@ -23,6 +29,8 @@ class SegmentPlan:
     limit_seconds: float
     estimates: Estimates
     resume: CheckpointRef | None
+    # Times the job was rolled back after diverging: each shifts the data-order seed.
+    rollbacks: int = 0
 
 
 def minimum_session_seconds(history: Sequence[PastSegment]) -> float:
@@ -31,12 +39,38 @@ def minimum_session_seconds(history: Sequence[PastSegment]) -> float:
     return _minimum_session_seconds(history, MIN_SESSION_SECONDS)
 
 
+def startup_floor_seconds(history: Sequence[PastSegment]) -> float | None:
+    """The start-up and load of the fastest of the last few sessions: a session shorter than
+    that never reaches its first step. The fastest, not the worst: one start-up slowed by a
+    busy host must not fail a job whose sessions fit. None before any session measured it."""
+    recent = list(history)[-ESTIMATE_WINDOW:]
+    if not recent:
+        return None
+    return min(past.setup_seconds for past in recent)
+
+
+def too_short_for_startup(limit_seconds: float, history: Sequence[PastSegment]) -> str | None:
+    """Why sessions of `limit_seconds` cannot make progress on this job, or None if they can.
+
+    Such a session is killed at its limit before it commits (an empty log, its output
+    dropped), session after session: the planner refuses to launch it instead.
+    """
+    floor = startup_floor_seconds(history)
+    if floor is None or limit_seconds >= floor:
+        return None
+    return (
+        f"sessions of {limit_seconds:.0f} s are shorter than this job's measured start-up "
+        f"and load ({floor:.0f} s): raise session.limit_seconds"
+    )
+
+
 def plan_next_segment(
     spec: JobSpec,
     next_index: int,
     latest: CheckpointRef | None,
     history: Sequence[PastSegment],
     quota_seconds: float | None = None,
+    rollbacks: int = 0,
 ) -> SegmentPlan:
     limit = spec.session.limit_seconds
     if quota_seconds is not None:
@@ -52,7 +86,17 @@ def plan_next_segment(
         limit_seconds=limit,
         estimates=estimates,
         resume=latest,
+        rollbacks=rollbacks,
     )
+
+
+def data_order_seed(seed: int, rollbacks: int) -> int:
+    """The seed a segment runs with: the job's, shifted once per rollback after a divergence.
+
+    Resumed state (model, optimizer, RNG streams) comes from the checkpoint either way; what the
+    seed still decides after a resume is the data order of the steps to come.
+    """
+    return (seed + rollbacks) % 2**32
 
 
 def build_segment_spec(job_id: str, spec: JobSpec, plan: SegmentPlan) -> SegmentSpec:
@@ -63,7 +107,7 @@ def build_segment_spec(job_id: str, spec: JobSpec, plan: SegmentPlan) -> Segment
         config=spec.config,
         total_steps=spec.total_steps,
         limit_seconds=plan.limit_seconds,
-        seed=spec.seed,
+        seed=data_order_seed(spec.seed, plan.rollbacks),
         margin=MarginPolicy(
             k_steps=spec.session.margin.k_steps,
             safety_seconds=spec.session.margin.safety_seconds,
@@ -72,4 +116,9 @@ def build_segment_spec(job_id: str, spec: JobSpec, plan: SegmentPlan) -> Segment
         resume_path=RESUME_PATH if plan.resume else None,
         expect=plan.resume,
         nproc=spec.nproc,
+        watchdog=WatchdogPolicy(
+            hang_multiple=spec.session.watchdog.hang_multiple,
+            hang_floor_seconds=spec.session.watchdog.hang_floor_seconds,
+            divergence_steps=spec.session.watchdog.divergence_steps,
+        ),
     )

@@ -31,6 +31,7 @@ from orchestrator.wire import (
     SegmentOut,
     SegmentTimings,
 )
+from worker.boundary.contract import WatchdogPolicy
 
 
 class SegmentFacts(Protocol):
@@ -285,7 +286,7 @@ def live_progress(job: Job, active: SegmentFacts | None, *, now: datetime) -> Li
         return None
     beat = active.progress
     if isinstance(beat, dict) and isinstance(beat.get("step"), int):
-        return _from_heartbeat(active, beat, job.total_steps)
+        return _from_heartbeat(active, beat, job.total_steps, now)
     if job.backend != "kaggle":
         return None  # a heartbeat is on its way (the session is still starting): no guessing
     step_seconds = _previous_step_seconds(active)
@@ -303,18 +304,33 @@ def live_progress(job: Job, active: SegmentFacts | None, *, now: datetime) -> Li
     )
 
 
-def _from_heartbeat(active: SegmentFacts, beat: dict[str, Any], total_steps: int) -> LiveProgress:
+def _from_heartbeat(
+    active: SegmentFacts, beat: dict[str, Any], total_steps: int, now: datetime
+) -> LiveProgress:
     loss = beat.get("loss")
-    step_seconds = beat.get("step_seconds")
-    at = beat.get("at")
+    raw_step_seconds = beat.get("step_seconds")
+    step_seconds = float(raw_step_seconds) if isinstance(raw_step_seconds, int | float) else None
+    raw_at = beat.get("at")
+    at = datetime.fromtimestamp(float(raw_at), UTC) if isinstance(raw_at, int | float) else None
     return LiveProgress(
         segment_index=active.index,
         step=min(total_steps, max(active.start_step, int(beat["step"]))),
         loss=float(loss) if isinstance(loss, int | float) else None,
-        step_seconds=float(step_seconds) if isinstance(step_seconds, int | float) else None,
-        at=datetime.fromtimestamp(float(at), UTC) if isinstance(at, int | float) else None,
+        step_seconds=step_seconds,
+        at=at,
         estimated=False,
+        stalled=at is not None and heartbeat_stalled(active, at, step_seconds, now),
     )
+
+
+def heartbeat_stalled(
+    active: SegmentFacts, at: datetime, step_seconds: float | None, now: datetime
+) -> bool:
+    """Older than the hang bound the session itself runs under (its launch spec's watchdog)."""
+    watchdog = WatchdogPolicy(**((active.launch_spec or {}).get("watchdog") or {}))
+    if watchdog.hang_floor_seconds <= 0:
+        return False
+    return (now - at).total_seconds() > watchdog.hang_bound(step_seconds)
 
 
 def _previous_step_seconds(active: SegmentFacts) -> float | None:

@@ -54,6 +54,26 @@ class MarginSpec(BaseModel):
     )
 
 
+class WatchdogSpec(BaseModel):
+    """The session's own health checks (worker/watchdog.py).
+
+    Hung: no step ends within max(hang_floor_seconds, hang_multiple x the learned step time);
+    the session dumps its stacks and ends, and the next segment resumes from the last commit
+    (hang_floor_seconds 0: off). Diverged: a non-finite loss or grad norm on divergence_steps
+    steps in a row (0: off); the job fails naming the last good checkpoint, or with
+    on_divergence: rollback resumes from it once with a different data-order seed.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    hang_multiple: float = Field(default=10.0, ge=2, le=1000, strict=True, allow_inf_nan=False)
+    hang_floor_seconds: float = Field(
+        default=600.0, ge=0, le=MAX_SESSION_SECONDS, strict=True, allow_inf_nan=False
+    )
+    divergence_steps: int = Field(default=3, ge=0, le=10**6, strict=True)
+    on_divergence: Literal["fail", "rollback"] = "fail"
+
+
 class SessionSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -61,6 +81,7 @@ class SessionSpec(BaseModel):
         ge=MIN_SESSION_SECONDS, le=MAX_SESSION_SECONDS, strict=True, allow_inf_nan=False
     )
     margin: MarginSpec = Field(default_factory=MarginSpec)
+    watchdog: WatchdogSpec = Field(default_factory=WatchdogSpec)
 
 
 class RetrySpec(BaseModel):

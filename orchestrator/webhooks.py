@@ -107,13 +107,18 @@ def webhooks_of(spec: dict[str, Any]) -> list[str]:
     return [url for url in notify.get("webhooks") or [] if isinstance(url, str)]
 
 
+# A running segment's heartbeat went older than its hang bound (engine/watch.py records it once).
+STALLED_EVENT = "stalled"
+
+
 def notifies(
     kind: str, segment_index: int | None, from_state: str | None, to_state: str | None
 ) -> bool:
-    """Job succeeded, failed, was cancelled or went waiting for quota; or a segment failed."""
+    """Job succeeded, failed, was cancelled or went waiting for quota; or a segment failed or
+    stalled (its heartbeat stopped)."""
     if segment_index is None:
         return to_state in JOB_STATES_THAT_NOTIFY and from_state != to_state
-    return kind == "segment_failed"
+    return kind in ("segment_failed", STALLED_EVENT)
 
 
 def message(

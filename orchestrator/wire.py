@@ -50,6 +50,9 @@ class LiveProgress(_FromRow):
     step_seconds: float | None
     at: datetime | None  # when the heartbeat was written (or the estimate made)
     estimated: bool
+    # The heartbeat is older than the session's hang bound: it stopped (a frozen process, a
+    # wedged host) and the session's own watchdog did not end it.
+    stalled: bool = False
 
 
 class EtaOut(_Wire):

@@ -71,12 +71,7 @@ def commit_checkpoint(
 
     group = group or SingleProcess()
     main = group.info.is_main
-    tmp = output_dir / f"{TMP_PREFIX}seg{segment_index}-step{step}"
-    if main:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        remove_leftovers(output_dir)
-        tmp.mkdir()
-    group.barrier()
+    tmp = _fresh_tmp(output_dir, segment_index, step, group)
     try:
         trainer.write_state(tmp, trainer.state_dict())
         torch.save({"step": step, "rng": rng_state}, tmp / runtime_state_file(group.info.rank))
@@ -101,6 +96,58 @@ def commit_checkpoint(
             shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest or _committed_manifest(output_dir)
+
+
+def recommit_checkpoint(
+    source: Path,
+    given: Manifest,
+    output_dir: Path,
+    segment_index: int,
+    group: RankGroup | None = None,
+) -> Manifest:
+    """Commit the verified checkpoint this segment was given again, byte for byte, as its own.
+
+    For a segment that took no step: it has nothing new to save, and some trainers cannot save
+    before their first step (the Hugging Face `Trainer` builds its optimizer inside its loop).
+    Copying the input works whatever the trainer API, and the next segment's `expect` (this
+    segment's index, the same step) finds it.
+    """
+    group = group or SingleProcess()
+    main = group.info.is_main
+    tmp = _fresh_tmp(output_dir, segment_index, given.step, group)
+    try:
+        manifest: Manifest | None = None
+        if main:
+            for name in given.files:
+                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source / name, tmp / name)
+            for sub in (p for p in tmp.rglob("*") if p.is_dir()):
+                fsync_dir(sub)
+            manifest = write_manifest(
+                tmp,
+                job_id=given.job_id,
+                segment_index=segment_index,
+                step=given.step,
+                model_digest=given.model_digest,
+            )
+            _move_into_place(tmp, output_dir / CHECKPOINT_DIR)
+        group.barrier()
+    except BaseException:
+        if main:
+            remove_leftovers(output_dir)  # only the uncommitted copy: never a valid one
+        raise
+    return manifest or _committed_manifest(output_dir)
+
+
+def _fresh_tmp(output_dir: Path, segment_index: int, step: int, group: RankGroup) -> Path:
+    """The uncommitted directory every rank writes into, made empty by rank 0."""
+    tmp = output_dir / f"{TMP_PREFIX}seg{segment_index}-step{step}"
+    if group.info.is_main:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        remove_leftovers(output_dir)
+        tmp.mkdir()
+    group.barrier()
+    return tmp
 
 
 def _committed_manifest(output_dir: Path) -> Manifest:

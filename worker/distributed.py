@@ -22,6 +22,10 @@ GO_ON = 0
 STOP_DEADLINE = 1
 STOP_FLAG = 2
 STOP_COMPLETED = 3
+# Above completed: a diverged state is never committed, even at the last step.
+STOP_DIVERGED = 4
+# The owner cancelled the job (worker.control): end without committing, above everything.
+STOP_CANCELLED = 5
 
 # How long a collective waits for a silent peer. A dead peer breaks its sockets at once and
 # torchrun tears the group down within its monitor interval; this only bounds a hung one.

@@ -12,6 +12,10 @@ The `Trainer` owns its loop, so Baton joins it from the side:
   nothing is replayed. The data position follows from the restored global step instead:
   `StepPositionedSampler` starts where step N left off, in O(1) (transformers #39215, #34053;
   accelerate #4071).
+- The Trainer's own bookkeeping chains too: `OnePassEpoch` keeps `state.epoch` on the whole
+  job's pass (a resumed `train` would count it from 0 again), and a segment that stops early
+  leaves its end-of-train summary out of the saved `log_history`, so the final
+  `trainer_state.json` matches an uninterrupted run's step, epoch and log length.
 
 Only trainers that use the Hugging Face `Trainer` import this module (it needs transformers).
 """
@@ -19,6 +23,7 @@ Only trainers that use the Hugging Face `Trainer` import this module (it needs t
 from __future__ import annotations
 
 import abc
+import copy
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sized
 from pathlib import Path
@@ -26,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from transformers import Trainer as HFTrainer
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerState
 
 from worker.sampler import ResumableSampler
 from worker.trainer import LoopDriver, LoopTrainer
@@ -38,6 +43,8 @@ HF_STATE_DIR = "hf"
 TRAINER_STATE_NAME = "trainer_state.json"
 # Keys of a `Trainer` log that are about one step (the end-of-train summary has others).
 STEP_LOG_KEYS = ("loss", "learning_rate", "grad_norm")
+# A key only the end-of-train summary that every `train` call logs has.
+SUMMARY_LOG_KEY = "train_runtime"
 
 
 class BatonCallback(TrainerCallback):
@@ -94,12 +101,38 @@ class StepPositionedSampler(torch.utils.data.Sampler[int]):
             yield self.order.take(1)[0]
 
 
+class OnePassEpoch(TrainerCallback):
+    """Sets `state.epoch` as an uninterrupted run of the one-pass data order computes it.
+
+    `Trainer` counts an epoch's batches from the start of each `train` call, so every resumed
+    segment would log epochs from about 0 again. With `StepPositionedSampler` the job is one
+    pass of `steps_in_epoch` batches, and the uninterrupted value at global step g is
+    `g * grad_accum / steps_in_epoch`: the same division, so the same float.
+    """
+
+    def __init__(self, trainer: PositionedDataTrainer) -> None:
+        self.trainer = trainer
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        batches = self.trainer.steps_in_epoch
+        if batches:
+            done = min(int(state.global_step) * args.gradient_accumulation_steps, batches)
+            state.epoch = done / batches
+        return control
+
+
 class PositionedDataTrainer(HFTrainer):
     """A `transformers.Trainer` whose training data resumes at the restored step.
 
     The DataLoader gets a private generator: creating its iterator would otherwise draw from
     the global torch RNG, once more on resume than in an uninterrupted run.
     """
+
+    steps_in_epoch: int | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_callback(OnePassEpoch(self))
 
     def get_train_dataloader(self) -> torch.utils.data.DataLoader[Any]:
         args = self.args
@@ -118,7 +151,7 @@ class PositionedDataTrainer(HFTrainer):
             rank=args.process_index,
             world_size=args.world_size,
         )
-        return torch.utils.data.DataLoader(
+        loader = torch.utils.data.DataLoader(
             dataset,
             batch_size=args.per_device_train_batch_size,
             sampler=sampler,
@@ -126,6 +159,8 @@ class PositionedDataTrainer(HFTrainer):
             num_workers=0,
             generator=torch.Generator().manual_seed(args.seed),
         )
+        self.steps_in_epoch = len(loader)
+        return loader
 
 
 class HFLoopTrainer(LoopTrainer):
@@ -183,14 +218,38 @@ class HFLoopTrainer(LoopTrainer):
         """What `Trainer._save_checkpoint` writes, minus best-model tracking and hub pushes."""
         out = str(directory / HF_STATE_DIR)
         hf = self.hf
+        if hf.optimizer is None:
+            prepare_unstarted(hf)
         hf.save_model(out)
         hf._save_optimizer_and_scheduler(out)
         hf._save_scaler(out)
         hf._save_rng_state(out)
         if hf.args.should_save:
-            hf.state.save_to_json(str(Path(out) / TRAINER_STATE_NAME))
+            saved = chained_state(hf.state, hf.args.max_steps)
+            saved.save_to_json(str(Path(out) / TRAINER_STATE_NAME))
 
     def read_state(self, directory: Path) -> dict[str, Any]:
         # The files stay where they are; `train` reads them when the loop starts.
         self._resume_dir = directory / HF_STATE_DIR
         return {}
+
+
+def prepare_unstarted(hf: HFTrainer) -> None:
+    """What the loop builds before its first step, for a segment stopped before it began (a
+    pause during load, a deadline before the first step): the optimizer and LR schedule,
+    untouched, and the state fields a resumed `train` checks against its arguments."""
+    args = hf.args
+    hf.create_optimizer_and_scheduler(num_training_steps=args.max_steps)
+    hf.state.train_batch_size = hf._train_batch_size
+    hf.state.max_steps = args.max_steps
+    hf.state.compute_steps(args, args.max_steps)  # type: ignore[no-untyped-call]
+
+
+def chained_state(state: TrainerState, max_steps: int) -> TrainerState:
+    """The state to save at a commit: without this `train` call's end-of-train summary unless
+    the job is done, since an uninterrupted run logs that summary once, at its end."""
+    if state.global_step >= max_steps:
+        return state
+    saved = copy.copy(state)
+    saved.log_history = [entry for entry in state.log_history if SUMMARY_LOG_KEY not in entry]
+    return saved

@@ -18,7 +18,10 @@ from pathlib import Path
 from types import FrameType
 
 from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
-from worker.boundary.paths import RESULT_FILE
+from worker.boundary.paths import RESULT_FILE, SessionPaths
+from worker.rank_notes import clear_rank_notes, peer_failure
+from worker.reasons import one_line
+from worker.torchrun import FirstFailure
 
 log = logging.getLogger("worker.launch")
 
@@ -27,11 +30,12 @@ MONITOR_INTERVAL_SECONDS = 0.2
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def torchrun_command(root: Path, nproc: int, started_at: float) -> list[str]:
+def torchrun_command(root: Path, nproc: int, started_at: float, report: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        "worker.torchrun",
+        str(report),
         "--standalone",  # a private rendezvous on a free local port
         f"--nproc-per-node={nproc}",
         "--max-restarts=0",
@@ -50,7 +54,11 @@ def launch_ranks(spec: SegmentSpec, root: Path, started_at: float) -> SegmentRes
     result_path = root / spec.output_dir / RESULT_FILE
     # A result left by an earlier attempt must not pass for this one's.
     result_path.unlink(missing_ok=True)
-    process = subprocess.Popen(torchrun_command(root, spec.nproc, started_at))
+    paths = SessionPaths(root)
+    clear_rank_notes(paths)
+    report = paths.first_failure
+    report.unlink(missing_ok=True)
+    process = subprocess.Popen(torchrun_command(root, spec.nproc, started_at, report))
 
     def forward(signum: int, frame: FrameType | None) -> None:
         process.send_signal(signum)
@@ -61,8 +69,9 @@ def launch_ranks(spec: SegmentSpec, root: Path, started_at: float) -> SegmentRes
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    first = FirstFailure.read(report)
     if result_path.exists():
-        return SegmentResult.read(result_path)
+        return _name_the_failed_rank(SegmentResult.read(result_path), first, result_path)
     log.error("torchrun exited %d and rank 0 left no result", returncode)
     start_step = spec.expect.step if spec.expect else 0
     result = SegmentResult(
@@ -72,8 +81,23 @@ def launch_ranks(spec: SegmentSpec, root: Path, started_at: float) -> SegmentRes
         start_step=start_step,
         end_step=start_step,
         limit_seconds=spec.limit_seconds,
-        error=f"a rank failed before rank 0 reported; torchrun exited {returncode}",
+        error=peer_failure(paths, 0)
+        or (first.describe() if first is not None else None)
+        or f"a rank failed before rank 0 reported; torchrun exited {returncode}",
     )
     result_path.parent.mkdir(parents=True, exist_ok=True)
     result.write(result_path)
+    return result
+
+
+def _name_the_failed_rank(
+    result: SegmentResult, first: FirstFailure | None, path: Path
+) -> SegmentResult:
+    """Rank 0 reported what it saw, a broken collective; say which rank failed first."""
+    if result.outcome != Outcome.FAILED or first is None or first.rank == 0:
+        return result
+    if (result.error or "").startswith("rank "):
+        return result  # that rank left its own reason (worker.rank_notes)
+    result.error = one_line(f"{first.describe()}; rank 0 saw: {result.error}")
+    result.write(path)
     return result

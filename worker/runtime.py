@@ -20,20 +20,30 @@ from typing import Any
 
 from worker.boundary.contract import (
     COMMITTED_OUTCOMES,
+    READY_LOG,
+    STARTUP_LOG,
     Outcome,
     SegmentResult,
     SegmentSpec,
     write_json_atomic,
 )
 from worker.boundary.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
-from worker.boundary.paths import HEARTBEAT_FILE, RESULT_FILE, SEGMENT_FILE
-from worker.checkpoint import commit_checkpoint, read_checkpoint, state_nbytes
+from worker.boundary.paths import HEARTBEAT_FILE, RESULT_FILE, SEGMENT_FILE, SessionPaths
+from worker.checkpoint import (
+    commit_checkpoint,
+    read_checkpoint,
+    recommit_checkpoint,
+    state_nbytes,
+)
+from worker.control import LOCAL_CONTROL_SECONDS, Command, ControlFile, ControlPoller
 from worker.deadline import SessionBudget
 from worker.distributed import (
     DEFAULT_COLLECTIVE_TIMEOUT_SECONDS,
     GO_ON,
+    STOP_CANCELLED,
     STOP_COMPLETED,
     STOP_DEADLINE,
+    STOP_DIVERGED,
     STOP_FLAG,
     RankGroup,
     RankInfo,
@@ -43,10 +53,17 @@ from worker.distributed import (
 )
 from worker.launch import launch_ranks
 from worker.proctime import process_start_time
+from worker.rank_notes import await_peer_failure, peer_failure, write_rank_note
 from worker.reasons import one_line, reason_for
 from worker.rng import capture_rng_state, restore_rng_state, seed_everything
 from worker.stopflag import StopFlag
 from worker.trainer import LoopTrainer, TrainContext, Trainer
+from worker.watchdog import (
+    DivergenceCounter,
+    HangWatch,
+    divergence_reason,
+    dump_stacks_and_exit,
+)
 
 EXIT_COMMITTED = 0
 EXIT_FAILED = 1
@@ -95,6 +112,8 @@ _STOP_OUTCOMES: dict[int, str | None] = {
     STOP_DEADLINE: Outcome.DEADLINE,
     STOP_FLAG: Outcome.STOPPED,
     STOP_COMPLETED: Outcome.COMPLETED,
+    STOP_DIVERGED: Outcome.DIVERGED,
+    STOP_CANCELLED: Outcome.CANCELLED,
 }
 
 
@@ -119,11 +138,14 @@ class SegmentRunner:
         clock: Callable[[], float],
         stop_flag: StopFlag,
         group: RankGroup | None = None,
+        control: ControlPoller | None = None,
     ) -> None:
         self.spec = spec
+        self.control = control
         self.group = group or SingleProcess()
         self.root = root
         self.output_dir = root / spec.output_dir
+        self.paths = SessionPaths(root)
         self.process_start = process_start
         self.clock = clock
         self.stop_flag = stop_flag
@@ -140,6 +162,11 @@ class SegmentRunner:
             limit_seconds=spec.limit_seconds,
         )
         self.progress = _Progress(step=start_step)
+        self.given: Manifest | None = None  # the verified checkpoint this segment resumed from
+        self.divergence = DivergenceCounter(spec.watchdog.divergence_steps)
+        self.diverged = False
+        # Real elapsed time, whatever clock the deadline reads: a hang is wall time.
+        self.hang_watch = HangWatch(spec.watchdog, time.monotonic, self._end_hung)
 
     def run(self) -> SegmentResult:
         """Run the segment and write result.json; never raises for trainer errors."""
@@ -148,7 +175,12 @@ class SegmentRunner:
         try:
             trainer = self._load()
             self.result.outcome = self._train(trainer)
-            self._commit(trainer)
+            if self.result.outcome == Outcome.DIVERGED:
+                self._report_divergence()
+            elif self.result.outcome == Outcome.CANCELLED:
+                log.info("cancelled by the job's owner; nothing committed")
+            else:
+                self._commit(trainer)
         except CorruptCheckpoint as exc:
             log.error("resume checkpoint rejected: %s", exc)
             self.result.outcome = Outcome.REJECTED
@@ -157,7 +189,10 @@ class SegmentRunner:
             log.exception("segment failed at step %d", self.progress.step)
             self.result.outcome = Outcome.FAILED
             # The traceback is in the session log (log.exception above); users read one line.
-            self.result.error = reason_for(exc)
+            # A broken collective is a symptom: a peer that failed first says why.
+            self.result.error = peer_failure(self.paths, self.group.info.rank) or reason_for(exc)
+            if not self.group.info.is_main:
+                write_rank_note(self.paths, self.group.info.rank, self.result.error)
         # Only committed steps count: the next segment resumes from the committed checkpoint.
         if self.result.committed:
             self.result.end_step = self.progress.step
@@ -179,11 +214,14 @@ class SegmentRunner:
         """Verify, build and restore the trainer; verification first so a bad input fails fast."""
         started = self.clock()
         spec = self.spec
-        manifest = self._verify_resume()
+        manifest = self.given = self._verify_resume()
+        if manifest is not None:
+            log.info("%s resume checkpoint verified (step %d)", STARTUP_LOG, manifest.step)
         configure_torch(spec.config)
         seed_everything(spec.seed)
         trainer_cls = import_trainer(spec.trainer)
         trainer = trainer_cls(self._context())
+        log.info("%s setting up %s", STARTUP_LOG, spec.trainer)
         trainer.setup()
         if manifest is not None and spec.resume_path is not None:
             resume = read_checkpoint(
@@ -196,6 +234,13 @@ class SegmentRunner:
         elif spec.estimates.save_seconds is None:
             self.budget.record_state_size(state_nbytes(trainer.state_dict()))
         self.result.timings.load = self.clock() - started
+        log.info(
+            "%s at step %d after %.1f s (load %.1f s)",
+            READY_LOG,
+            self.progress.step,
+            self.clock() - self.process_start,
+            self.result.timings.load,
+        )
         return trainer
 
     def _context(self) -> TrainContext:
@@ -217,17 +262,30 @@ class SegmentRunner:
         return _STOP_OUTCOMES[self.group.agree_stop(self._local_stop_code())]
 
     def _local_stop_code(self) -> int:
+        command = self.control.poll() if self.control is not None else None
+        if command is Command.CANCEL:
+            return STOP_CANCELLED
+        if self.diverged:
+            return STOP_DIVERGED
         if self.progress.step >= self.spec.total_steps:
             return STOP_COMPLETED
-        if self.stop_flag.is_set:
+        if self.stop_flag.is_set or command is Command.PAUSE:
             return STOP_FLAG
         if self.budget.should_stop(self.clock()):
             return STOP_DEADLINE
         return GO_ON
 
     def _train(self, trainer: Trainer) -> str:
-        if isinstance(trainer, LoopTrainer):
-            return self._drive_loop(trainer)
+        self.hang_watch.beat(self.progress.step, self.spec.estimates.step_seconds)
+        self.hang_watch.start()
+        try:
+            if isinstance(trainer, LoopTrainer):
+                return self._drive_loop(trainer)
+            return self._run_steps(trainer)
+        finally:
+            self.hang_watch.stop()
+
+    def _run_steps(self, trainer: Trainer) -> str:
         log_every = max(1, int(self.spec.config.get("log_every", DEFAULT_LOG_EVERY)))
         metrics: dict[str, float] = {}
         while (reason := self._stop_reason()) is None:
@@ -239,7 +297,8 @@ class SegmentRunner:
             self.progress.step += 1
             metrics = {"step": self.progress.step}
             metrics.update({key: float(value) for key, value in step_metrics.items()})
-            if self.progress.step % log_every == 0:
+            self._watch_step(metrics)
+            if self.progress.step % log_every == 0 or self.divergence.streak:
                 self._record(metrics)
             # started + elapsed is the step's end, without another reading of the clock.
             self._beat(started + elapsed, step_metrics.get("loss"))
@@ -262,6 +321,34 @@ class SegmentRunner:
                 )
         log.info("stopping at step %d: %s", self.progress.step, reason)
         return reason
+
+    def _watch_step(self, metrics: Mapping[str, float]) -> None:
+        """After a step: the hang watch sees it, the divergence count sees its loss."""
+        self.hang_watch.beat(self.progress.step, self.budget.step_seconds)
+        if self.divergence.record(self.progress.step, metrics):
+            self.diverged = True
+
+    def _report_divergence(self) -> None:
+        diverged_at = self.divergence.first_bad_step or self.progress.step
+        last_good = self.given.step if self.given is not None else None
+        self.result.error = divergence_reason(diverged_at, last_good)
+        log.error("%s; nothing committed", self.result.error)
+
+    def _end_hung(self, reason: str) -> None:
+        """The hang watch's action (its thread): stacks to the log, the reason on disk, exit."""
+
+        def leave_reason() -> None:
+            if self.group.info.is_main:
+                # Every rank's watch fires within a poll of the others; a peer's reason is the
+                # cause when this rank only waited for it in a collective.
+                wait = 0.0 if self.group.info.world_size == 1 else 3 * self.hang_watch.poll_seconds
+                self.result.outcome = Outcome.FAILED
+                self.result.error = await_peer_failure(self.paths, 0, wait) or reason
+                self._finish()
+            else:
+                write_rank_note(self.paths, self.group.info.rank, reason)
+
+        dump_stacks_and_exit(reason, EXIT_FAILED, leave_reason)
 
     def _beat(self, now: float, loss: float | None) -> None:
         """Rewrite working/heartbeat.json after the first step, then at most every second."""
@@ -287,15 +374,26 @@ class SegmentRunner:
 
     def _commit(self, trainer: Trainer) -> None:
         started = self.clock()
-        manifest = commit_checkpoint(
-            self.output_dir,
-            trainer,
-            self.progress.step,
-            capture_rng_state(),
-            self.spec.job_id,
-            self.spec.segment_index,
-            self.group,
-        )
+        given, spec = self.given, self.spec
+        if given is not None and spec.resume_path is not None and given.step == self.progress.step:
+            # No step taken: the state it was given is the state to commit, whatever the API.
+            manifest = recommit_checkpoint(
+                self.root / spec.resume_path,
+                given,
+                self.output_dir,
+                spec.segment_index,
+                self.group,
+            )
+        else:
+            manifest = commit_checkpoint(
+                self.output_dir,
+                trainer,
+                self.progress.step,
+                capture_rng_state(),
+                spec.job_id,
+                spec.segment_index,
+                self.group,
+            )
         self.result.timings.save = self.clock() - started
         self.result.model_digest = manifest.model_digest
         log.info("committed checkpoint at step %d (%d bytes)", manifest.step, manifest.total_bytes)
@@ -323,13 +421,17 @@ class _RunnerDriver:
         runner.budget.record_step(elapsed)
         runner.progress.train_seconds += elapsed
         runner.progress.step = step
+        runner.hang_watch.beat(step, runner.budget.step_seconds)
         runner._beat(now, None)
         self.reason = runner._stop_reason()
         self.step_started = runner.clock()
         return self.reason is not None
 
     def record_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        # The Trainer logs a step after asking whether to stop: a divergence stops the next.
         self.runner._record({"step": step, **{key: float(v) for key, v in metrics.items()}})
+        if self.runner.divergence.record(step, metrics):
+            self.runner.diverged = True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,6 +457,16 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, TypeError) as exc:
         log.error("cannot read %s: %s", root / SEGMENT_FILE, exc)
         return EXIT_FAILED
+    # Start-up progress reaches the log line by line: a session killed while it is still
+    # starting shows how far it got instead of an empty log.
+    log.info(
+        "%s segment %d of %s, %d rank(s), limit %.0f s",
+        STARTUP_LOG,
+        spec.segment_index,
+        spec.job_id,
+        spec.nproc,
+        spec.limit_seconds,
+    )
     # A trainer module shipped inside the session root imports like one next to a script.
     sys.path.append(str(root))
     if spec.nproc > 1 and not launched_by_torchrun():
@@ -377,7 +489,10 @@ def run_rank(spec: SegmentSpec, root: Path, process_start: float) -> SegmentResu
         for handler in logging.getLogger().handlers:
             handler.setFormatter(logging.Formatter(rank_format))
     with StopFlag() as stop_flag:
-        import torch  # noqa: F401  (counted as startup: it is a fixed cost of every session)
+        log.info("%s importing torch", STARTUP_LOG)
+        import torch  # (counted as startup: it is a fixed cost of every session)
+
+        log.info("%s torch %s imported", STARTUP_LOG, torch.__version__)
 
         timeout = float(
             spec.config.get("collective_timeout_seconds", DEFAULT_COLLECTIVE_TIMEOUT_SECONDS)
@@ -390,5 +505,15 @@ def run_rank(spec: SegmentSpec, root: Path, process_start: float) -> SegmentResu
             clock=time.time,
             stop_flag=stop_flag,
             group=group,
+            control=control_for(root, info),
         )
         return runner.run()
+
+
+def control_for(root: Path, info: RankInfo) -> ControlPoller | None:
+    """Rank 0 listens; the stop agreement carries what it hears to the other ranks."""
+    if not info.is_main:
+        return None
+    return ControlPoller(
+        ControlFile(SessionPaths(root).control), LOCAL_CONTROL_SECONDS, time.monotonic
+    )

@@ -31,7 +31,7 @@ from orchestrator.backends.sessions import (
     stop_session,
 )
 from orchestrator.backends.supervisor import SessionExit, SessionPlan
-from worker.boundary.contract import CheckpointRef, SegmentResult
+from worker.boundary.contract import READY_LOG, STARTUP_LOG, CheckpointRef, SegmentResult
 from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint
 from worker.boundary.paths import SessionPaths
 from worker.reasons import one_line
@@ -143,6 +143,8 @@ class LocalBackend:
             why = "the session was lost"
             if ended is not None:
                 why = "cancelled" if ended.cancelled else "the session hit its time limit"
+                if ended.timed_out:
+                    why += _during_start_up(root)
             return Collected(None, None, None, seconds, f"{why}; its output was dropped")
         try:
             result = SegmentResult.read(SessionPaths(root).result)
@@ -193,3 +195,17 @@ def _read_heartbeat(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _during_start_up(root: Path, limit: int = 16000) -> str:
+    """' during start-up (last: ...)' if the worker never logged the end of its start-up: the
+    session is too short for it (the planner refuses such limits once it has measured one)."""
+    try:
+        text = read_tail(SessionPaths(root).log, limit)
+    except OSError:
+        return ""
+    stages = [line for line in text.splitlines() if STARTUP_LOG in line]
+    if not stages or READY_LOG in stages[-1]:
+        return ""
+    last = stages[-1][stages[-1].index(STARTUP_LOG) + len(STARTUP_LOG) :].strip()
+    return f" during start-up (last: {last})"

@@ -5,6 +5,11 @@ even while the orchestrator is down. At the limit it sends SIGTERM to the sessio
 then SIGKILL after the grace period. A session that hit its limit loses its output, as on Kaggle:
 its `working/` is deleted. The outcome goes to `status.json`, written atomically, last.
 
+The supervisor owns every process of its session: it is their subreaper (Linux), so a rank that
+torchrun left behind, or a process that started its own group, becomes its child, and when the
+session's main process has ended it kills and reaps all of them before writing `status.json`.
+Nothing of a session runs on after it is collected.
+
 Usage: python -m orchestrator.backends.supervisor SESSION_ROOT
 """
 
@@ -27,17 +32,21 @@ import psutil
 
 from worker.boundary.contract import write_json_atomic
 from worker.boundary.paths import SessionPaths
+from worker.control import Command
 
 # The launch lock (SessionPaths.launch_lock) is held (flock) from before the supervisor is
 # spawned until its pid file exists: see sessions.py. Its descriptor comes down in this variable.
 LAUNCH_LOCK_FD_ENV = "BATON_LAUNCH_LOCK_FD"
 _POLL_SECONDS = 0.2
-# A graceful stop is re-sent this often until the session exits: a worker that has not yet
-# installed its handler ignores SIGTERM (see _session_preexec) instead of dying.
-_STOP_RESEND_SECONDS = 1.0
-# SIGTERM cancels the session, SIGUSR1 asks it to stop gracefully.
+# SIGTERM cancels the session, SIGUSR1 asks it to stop gracefully: the supervisor writes
+# `pause` into the session's control file (worker/control.py), which the worker reads between
+# steps, from before its first one. No signal: torchrun would take one as its ranks' death.
 CONTROL_SIGNALS = frozenset({signal.SIGTERM, signal.SIGUSR1})
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+# How long the leftovers of an ended session get to die of SIGKILL before the supervisor stops
+# waiting (a process in uninterruptible sleep); the kill was sent either way.
+_REAP_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -123,6 +132,26 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+def _become_subreaper() -> None:
+    """Orphans of the session re-parent to the supervisor instead of init (Linux only)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    except (OSError, AttributeError):
+        pass
+
+
+def _end_leftovers(proc: subprocess.Popen[bytes]) -> None:
+    """Kill and reap whatever the session started and left running: its process group, and
+    every descendant (other groups too, re-parented here as the subreaper)."""
+    _signal_group(proc.pid, signal.SIGKILL)
+    left = psutil.Process().children(recursive=True)
+    for process in left:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(left, timeout=_REAP_SECONDS)
+
+
 class _Requests:
     """Flags set by signal handlers; the supervision loop acts on them."""
 
@@ -139,15 +168,16 @@ class _Requests:
         self.stop = True
 
 
-def _wait_until(proc: subprocess.Popen[bytes], deadline: float, requests: _Requests) -> bool:
+def _wait_until(
+    proc: subprocess.Popen[bytes], deadline: float, requests: _Requests, root: Path
+) -> bool:
     """Wait for the process to exit or the deadline; True if it exited."""
-    stop_sent_at: float | None = None
+    stop_written = False
     while time.monotonic() < deadline and not requests.cancel:
-        now = time.monotonic()
-        if requests.stop and (stop_sent_at is None or now - stop_sent_at >= _STOP_RESEND_SECONDS):
-            # A graceful stop: the worker sets its stop flag and commits before exiting.
-            stop_sent_at = now
-            _signal_group(proc.pid, signal.SIGTERM)
+        if requests.stop and not stop_written:
+            # A graceful stop: the worker commits at its next step boundary and exits.
+            SessionPaths(root).control.write_text(Command.PAUSE.value)
+            stop_written = True
         try:
             proc.wait(timeout=min(_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
             return True
@@ -173,7 +203,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
             preexec_fn=_session_preexec,
         )
     timed_out = killed = False
-    if not _wait_until(proc, limit_at, requests):
+    if not _wait_until(proc, limit_at, requests, root):
         if requests.cancel:
             killed = True
             _signal_group(proc.pid, signal.SIGKILL)
@@ -186,6 +216,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
                 killed = True
                 _signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
+    _end_leftovers(proc)
     dropped = (timed_out and not plan.keep_output_on_timeout) or requests.cancel
     if dropped:
         shutil.rmtree(SessionPaths(root).working, ignore_errors=True)
@@ -218,6 +249,7 @@ def main(argv: list[str]) -> int:
     # delivered now, to the handler.
     os.umask(0o077)  # the session's log, output and checkpoints are its owner's alone
     requests = _Requests()
+    _become_subreaper()
     root = Path(argv[1]).resolve()
     _announce(root)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, CONTROL_SIGNALS)

@@ -102,16 +102,13 @@ def token_create(
             )
         print(created.token)
         return
-    # On the server's machine: its own database, loaded only for this form of the command.
+    # On the server's machine, straight into its existing database: no start-up step runs
+    # here, so nothing (the admin token least of all) is rotated as a side effect.
     from orchestrator.auth import issue_token
-    from orchestrator.config import Settings
-    from orchestrator.db import Database
-    from orchestrator.service import prestart
+    from orchestrator.cli.live_server import open_server_database, server_settings
 
-    settings = Settings()
     with operator_errors():
-        prestart(settings)
-    db = Database(settings.resolved_database_url)
+        db = open_server_database(server_settings())
     try:
         with db.transaction() as session:
             token = issue_token(session, user, request.name, expires_at=request.expires_at)

@@ -49,7 +49,8 @@ def state(value: str) -> str:
 def steps(job: JobSummary) -> str:
     done = job.progress.step if job.progress else job.steps_done
     mark = "~" if job.progress and job.progress.estimated else ""
-    return f"{mark}{done}/{job.total_steps}"
+    stalled = " [bold red]stalled[/]" if job.progress and job.progress.stalled else ""
+    return f"{mark}{done}/{job.total_steps}{stalled}"
 
 
 def jobs_table(jobs: Sequence[JobSummary]) -> Table:

@@ -36,7 +36,8 @@ class Next:
     again: bool = False
 
 
-def job_view(job: Job) -> JobView:
+def job_view(job: Job, rollbacks: int = 0) -> JobView:
+    watchdog = job.spec["session"].get("watchdog") or {}
     return JobView(
         state=JobState(job.state),
         steps_done=job.steps_done,
@@ -44,6 +45,8 @@ def job_view(job: Job) -> JobView:
         failures=job.failures,
         max_failures=int(job.spec["retry"]["max_failures"]),
         pause_requested=job.pause_requested,
+        rollback_on_divergence=watchdog.get("on_divergence") == "rollback",
+        rollbacks=rollbacks,
     )
 
 

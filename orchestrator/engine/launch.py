@@ -32,14 +32,21 @@ from orchestrator.engine.context import (
     job_view,
     stored_spec,
 )
+from orchestrator.engine.rollbacks import count_rollbacks
 from orchestrator.lifecycle import (
     JobState,
     SegmentState,
     decide_launch_failure,
     decide_quota,
+    decide_unlaunchable,
 )
 from orchestrator.models import Job, Segment
-from orchestrator.planner import build_segment_spec, minimum_session_seconds, plan_next_segment
+from orchestrator.planner import (
+    build_segment_spec,
+    minimum_session_seconds,
+    plan_next_segment,
+    too_short_for_startup,
+)
 from orchestrator.transitions import StaleState, record_event, set_job_state, set_segment_state
 from worker.boundary.contract import CheckpointRef, SegmentSpec
 from worker.boundary.launch_id import LaunchId
@@ -79,6 +86,10 @@ def admit_and_launch(ctx: Context, job: Job, backend: Backend, claim: Claim) -> 
             raise StaleState(f"job {job.id} is no longer queued")
         serialize_admissions(session, slot.key)
         history = _history(session, job.id)
+        too_short = too_short_for_startup(stored_spec(job.spec).session.limit_seconds, history)
+        if too_short is not None:
+            apply_decision(session, job, decide_unlaunchable(too_short))
+            return Next(None)
         if quota is not None and quota.seconds_left < minimum_session_seconds(history):
             return _wait_for_quota(ctx, session, job, quota)
         admission = admit(session, job.id, slot)
@@ -158,6 +169,7 @@ def _record_intent(
         resume,
         history,
         quota.seconds_left if quota is not None else None,
+        count_rollbacks(session, job.id),
     )
     segment = Segment(
         job_id=job.id,

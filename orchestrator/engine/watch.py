@@ -11,10 +11,12 @@ from sqlalchemy import select, update
 
 from orchestrator.backends.base import Backend, Collected, Gone, Rejected, SessionStatus
 from orchestrator.engine.context import Context, Next, apply_decision, clip, job_view
+from orchestrator.engine.rollbacks import count_rollbacks
 from orchestrator.lifecycle import JobState, SegmentEnd, SegmentState, decide_segment_end
-from orchestrator.models import Job, Segment
+from orchestrator.models import Event, Job, Segment
 from orchestrator.transitions import record_event, set_segment_state
-from worker.boundary.contract import Outcome
+from orchestrator.webhooks import STALLED_EVENT
+from worker.boundary.contract import Outcome, WatchdogPolicy
 
 log = logging.getLogger(__name__)
 ENDED = (SessionStatus.FINISHED, SessionStatus.LOST)
@@ -72,10 +74,38 @@ def _kill_overrun(ctx: Context, job: Job, segment: Segment, backend: Backend) ->
 def _record_progress(ctx: Context, segment: Segment, backend: Backend) -> None:
     assert segment.handle is not None
     progress = backend.progress(segment.handle)
-    if progress is None or progress == segment.progress:
+    if progress is None:
+        return
+    if progress == segment.progress:
+        _note_stalled(ctx, segment, progress)
         return
     with ctx.db.transaction() as session:
         session.execute(update(Segment).where(Segment.id == segment.id).values(progress=progress))
+
+
+def _note_stalled(ctx: Context, segment: Segment, beat: dict[str, Any]) -> None:
+    """One `stalled` event (a webhook) when the heartbeat is older than the hang bound."""
+    at, step_seconds = beat.get("at"), beat.get("step_seconds")
+    if not isinstance(at, int | float):
+        return
+    watchdog = WatchdogPolicy(**((segment.launch_spec or {}).get("watchdog") or {}))
+    step = float(step_seconds) if isinstance(step_seconds, int | float) else None
+    age = ctx.clock().timestamp() - float(at)
+    if watchdog.hang_floor_seconds <= 0 or age <= watchdog.hang_bound(step):
+        return
+    with ctx.db.transaction() as session:
+        noted = session.scalar(
+            select(Event.id).where(
+                Event.job_id == segment.job_id,
+                Event.segment_index == segment.index,
+                Event.kind == STALLED_EVENT,
+            )
+        )
+        if noted is None:
+            message = f"no heartbeat for {age:.0f} s (step {beat.get('step')})"
+            record_event(
+                session, segment.job_id, STALLED_EVENT, segment_index=segment.index, message=message
+            )
 
 
 def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> None:
@@ -107,8 +137,9 @@ def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> No
             result.end_step if committed and result else None,
             reason,
             progressed=bool(committed and result and result.end_step > segment.start_step),
+            diverged=result is not None and result.outcome == Outcome.DIVERGED,
         )
-        decision = decide_segment_end(job_view(fresh), end)
+        decision = decide_segment_end(job_view(fresh, count_rollbacks(session, job.id)), end)
         if decision.to_state is not None or decision.fields:
             apply_decision(session, fresh, decision)
         _wake_queued(session, segment.slot_key)

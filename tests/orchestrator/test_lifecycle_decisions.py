@@ -24,6 +24,7 @@ from orchestrator.lifecycle import (
     decide_launch_failure,
     decide_quota,
     decide_segment_end,
+    decide_unlaunchable,
     decide_user_action,
 )
 
@@ -107,6 +108,9 @@ def _failed(failures: int, last: str, **fields: Any) -> Decision:
 
 
 NO_STEP = "the segment committed no new step"
+DIVERGED = "diverged at step 47; last good checkpoint at step 20"
+ROLLBACK = "resuming from it once with a different data-order seed"
+ROLLING_BACK = replace(RUNNING, rollback_on_divergence=True)
 
 SEGMENT_ENDS: list[tuple[JobView, SegmentEnd, Decision]] = [
     # Cancelled meanwhile: the job stays as the user set it.
@@ -203,6 +207,40 @@ SEGMENT_ENDS: list[tuple[JobView, SegmentEnd, Decision]] = [
             "stopped",
         ),
     ),
+    # Diverged: retrying the same data order diverges again, so no retry is counted.
+    (
+        RUNNING,
+        SegmentEnd(False, None, DIVERGED, diverged=True),
+        Decision(
+            JobState.FAILED,
+            {"reason": DIVERGED, "pause_requested": False},
+            "diverged",
+            DIVERGED,
+        ),
+    ),
+    (
+        ROLLING_BACK,
+        SegmentEnd(False, None, DIVERGED, diverged=True),
+        Decision(JobState.QUEUED, {}, "rolled_back", f"{DIVERGED}; {ROLLBACK}"),
+    ),
+    (
+        replace(ROLLING_BACK, pause_requested=True),
+        SegmentEnd(False, None, DIVERGED, diverged=True),
+        Decision(
+            JobState.PAUSED, {"pause_requested": False}, "rolled_back", f"{DIVERGED}; {ROLLBACK}"
+        ),
+    ),
+    # Rolled back once already: the second divergence fails the job.
+    (
+        replace(ROLLING_BACK, rollbacks=1),
+        SegmentEnd(False, None, DIVERGED, diverged=True),
+        Decision(
+            JobState.FAILED,
+            {"reason": DIVERGED, "pause_requested": False},
+            "diverged",
+            DIVERGED,
+        ),
+    ),
 ]
 
 
@@ -258,3 +296,10 @@ def test_quota_parks_and_wakes_exactly(
     state: JobState, refresh_at: datetime | None, expected: Decision | None
 ) -> None:
     assert decide_quota(_view(state), refresh_at, NOW) == expected
+
+
+def test_a_job_too_slow_to_start_for_its_sessions_fails_without_retries() -> None:
+    reason = "sessions of 15 s are shorter than this job's measured start-up (30 s)"
+    assert decide_unlaunchable(reason) == Decision(
+        JobState.FAILED, {"reason": reason, "pause_requested": False}, "failed", reason
+    )

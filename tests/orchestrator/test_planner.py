@@ -11,6 +11,7 @@ from orchestrator.planner import (
     build_segment_spec,
     minimum_session_seconds,
     plan_next_segment,
+    too_short_for_startup,
 )
 from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from tests.factories import job_spec, kaggle_spec
@@ -160,3 +161,28 @@ def test_a_self_chained_segment_keeps_time_to_publish_and_push_its_successor() -
     )
     plain = JobSpec.model_validate(kaggle_spec())
     assert plan_next_segment(plain, 0, None, []).estimates == Estimates()
+
+
+def test_no_session_is_launched_shorter_than_its_measured_start_up_and_load() -> None:
+    """Sessions killed at their limit before their first step left empty logs, one after
+    another: once start-up and load were measured, a shorter limit fails the job at once."""
+
+    def started_in(setup: float) -> PastSegment:
+        return PastSegment(
+            save_seconds=2.0,
+            upload_seconds=0.0,
+            worker_seconds=setup + 10.0,
+            session_seconds=None,
+            step_seconds=1.0,
+            setup_seconds=setup,
+        )
+
+    # The fastest of the last three start-ups: one slowed by a busy host does not count.
+    history = [started_in(40.0), started_in(20.0), started_in(25.0), started_in(90.0)]
+    assert too_short_for_startup(600.0, history) is None
+    assert too_short_for_startup(20.0, history) is None
+    assert too_short_for_startup(15.0, history) == (
+        "sessions of 15 s are shorter than this job's measured start-up and load (20 s): "
+        "raise session.limit_seconds"
+    )
+    assert too_short_for_startup(15.0, []) is None  # nothing measured yet

@@ -17,3 +17,15 @@ class ManualClock:
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
+
+
+class TickingClock:
+    """A float clock that advances `tick` seconds per reading, so each step 'takes' one tick."""
+
+    def __init__(self, tick: float = 1.0) -> None:
+        self.now = 0.0
+        self.tick = tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now

@@ -16,12 +16,19 @@ Config keys (all optional):
     stop_every_steps: int           SIGTERM itself after this many steps of a segment, so the
                                     runtime commits and the job chains a new segment: sessions
                                     of a fixed number of steps, whatever the machine's speed
+    hang_at_step: int               block forever when this step begins (a hung collective or
+                                    dataloader); with hang_rank, only on that rank
+    load_gate: str                  absolute path: setup waits until it exists (tests.support.gates)
+    nan_from_step: int              the loss is NaN from this step on, counted from 1 as the
+                                    step log counts (the weights go NaN with it); with
+                                    fault_marker, armed for the whole of one segment only
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +37,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tests.support.gates import wait_at_gate
 from worker.sampler import ResumableSampler
 from worker.trainer import TRAINER_STATE_FILE, Trainer
 
@@ -40,6 +48,7 @@ BATCH = 8
 
 class LinearTrainer(Trainer):
     def setup(self) -> None:
+        wait_at_gate(self.ctx)
         config = self.ctx.config
         generator = torch.Generator().manual_seed(self.ctx.seed)
         self.inputs = torch.randn(SAMPLES, FEATURES, generator=generator)
@@ -51,6 +60,8 @@ class LinearTrainer(Trainer):
         )
         self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=7, gamma=0.9)
         self.sampler = ResumableSampler(SAMPLES, seed=self.ctx.seed)
+        # Whether the NaN fault fires, decided at its first step: the streak stays unbroken.
+        self.nan_armed: bool | None = None
 
     def train_step(self, step: int) -> Mapping[str, float]:
         config = self.ctx.config
@@ -58,6 +69,9 @@ class LinearTrainer(Trainer):
             if config.get("fail_with_unstorable_text"):
                 raise RuntimeError(f"CUDA error\x00 at step {step} \ud800 injected")
             raise RuntimeError(f"injected failure at step {step}")
+        hangs_here = config.get("hang_rank", self.ctx.rank) == self.ctx.rank
+        if config.get("hang_at_step") == step and hangs_here and self._fault_armed():
+            threading.Event().wait()  # forever: only the watchdog ends this process
         if config.get("step_sleep"):
             time.sleep(float(config["step_sleep"]))
         every = config.get("stop_every_steps")
@@ -65,6 +79,12 @@ class LinearTrainer(Trainer):
             os.kill(os.getpid(), signal.SIGTERM)  # the stop flag: commit after this step
         index = torch.tensor(self.sampler.take(BATCH))
         loss = nn.functional.mse_loss(self.model(self.inputs[index]), self.targets[index])
+        nan_from = config.get("nan_from_step")
+        if nan_from is not None and step + 1 >= int(nan_from):
+            if self.nan_armed is None:
+                self.nan_armed = self._fault_armed()
+            if self.nan_armed:
+                loss = loss * float("nan")
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()

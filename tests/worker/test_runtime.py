@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from tests.support.clock import TickingClock
 from tests.support.segments import (
     make_root,
     make_spec,
@@ -26,18 +27,6 @@ from worker.runtime import (
 from worker.stopflag import StopFlag
 
 
-class FakeClock:
-    """Advances `tick` seconds per reading, so each step 'takes' one tick."""
-
-    def __init__(self, tick: float = 1.0) -> None:
-        self.now = 0.0
-        self.tick = tick
-
-    def __call__(self) -> float:
-        self.now += self.tick
-        return self.now
-
-
 def run(root, spec, stop_flag=None, clock=None) -> SegmentResult:
     if not (root / SEGMENT_FILE).exists():
         make_root(root, spec)
@@ -45,7 +34,7 @@ def run(root, spec, stop_flag=None, clock=None) -> SegmentResult:
         spec,
         root,
         process_start=0.0,
-        clock=clock or FakeClock(),
+        clock=clock or TickingClock(),
         stop_flag=stop_flag or StopFlag(),
     )
     return runner.run()
@@ -208,7 +197,7 @@ def test_the_save_estimate_follows_the_state_size(tmp_path, start):
             make_root(root / "second", spec, resume_from=output_checkpoint(root / "first", first))
             root = root / "second"
         # 10 ms per clock reading: about 600 steps fit in the 20 s session.
-        result = run(root, spec, clock=FakeClock(tick=0.01))
+        result = run(root, spec, clock=TickingClock(tick=0.01))
         assert result.outcome == Outcome.DEADLINE
         steps[ballast] = result.end_step - result.start_step
     # 0.4 s more of save estimate is about 13 steps of 30 ms less training.

@@ -27,8 +27,18 @@ class Outcome(enum.StrEnum):
     DEADLINE = "deadline"  # stopped before the session deadline; checkpoint committed
     STOPPED = "stopped"  # stop flag (SIGTERM) set; checkpoint committed
     FAILED = "failed"  # an exception; nothing committed
+    # A non-finite loss or gradient norm on N steps in a row: stopped, the diverged state not
+    # committed; the error says where, and which checkpoint is the last good one.
+    DIVERGED = "diverged"
+    # The job's owner cancelled it through the control channel: ended, nothing committed.
+    CANCELLED = "cancelled"
     REJECTED = "rejected"  # the resume checkpoint was missing, corrupt or stale
 
+
+# The worker's start-up progress lines in the session log begin with STARTUP_LOG; READY_LOG marks
+# the end of start-up. A session killed before READY_LOG died starting (backends say so).
+STARTUP_LOG = "start-up:"
+READY_LOG = f"{STARTUP_LOG} ready to train"
 
 # The outcomes that leave a committed checkpoint behind.
 COMMITTED_OUTCOMES = frozenset({Outcome.COMPLETED, Outcome.DEADLINE, Outcome.STOPPED})
@@ -70,6 +80,26 @@ class MarginPolicy:
 
 
 @dataclass(frozen=True)
+class WatchdogPolicy:
+    """The session's own health checks (worker.watchdog).
+
+    Hung: no step ended within max(hang_floor_seconds, hang_multiple * step time); 0 turns the
+    hang watch off. Diverged: a non-finite loss or grad norm on divergence_steps steps in a row.
+    """
+
+    hang_multiple: float = 10.0
+    hang_floor_seconds: float = 600.0
+    divergence_steps: int = 3
+
+    def hang_bound(self, step_seconds: float | None) -> float:
+        """Seconds without a finished step after which a session counts as hung: the session's
+        watchdog ends it then, and the orchestrator shows a heartbeat that old as stalled."""
+        if step_seconds is None:
+            return self.hang_floor_seconds
+        return max(self.hang_floor_seconds, self.hang_multiple * step_seconds)
+
+
+@dataclass(frozen=True)
 class SegmentSpec:
     """Everything a session needs to run one segment of a job."""
 
@@ -88,6 +118,7 @@ class SegmentSpec:
     output_dir: str = WORKING_DIR
     # Worker processes (ranks) in the session: one per GPU on a t4x2, or CPU ranks over gloo.
     nproc: int = 1
+    watchdog: WatchdogPolicy = field(default_factory=WatchdogPolicy)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -97,6 +128,7 @@ class SegmentSpec:
         data = dict(data)
         data["margin"] = MarginPolicy(**data.get("margin", {}))
         data["estimates"] = Estimates(**data.get("estimates", {}))
+        data["watchdog"] = WatchdogPolicy(**data.get("watchdog", {}))
         expect = data.get("expect")
         data["expect"] = CheckpointRef(**expect) if expect else None
         return cls(**data)

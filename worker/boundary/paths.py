@@ -25,6 +25,12 @@ STATUS_FILE = "status.json"
 PID_FILE = "supervisor.pid"
 LAUNCH_LOCK_FILE = "launch.lock"
 LOG_FILE = "log.txt"
+# The local control channel (worker/control.py): the supervisor writes a command, the worker
+# reads it between steps.
+CONTROL_FILE = "control"
+# worker.torchrun's record of the rank that failed first, and each failing rank's own reason.
+FIRST_FAILURE_FILE = "first-failure.json"
+RANK_FAILURE_FILE = "rank{rank}-failure.txt"
 # Where a resumed segment finds its checkpoint, relative to the session root (segment.json).
 RESUME_PATH = f"{INPUT_DIR}/{CHECKPOINT_DIR}"
 
@@ -84,3 +90,15 @@ class SessionPaths:
     @property
     def log(self) -> Path:
         return self.root / LOG_FILE
+
+    @property
+    def control(self) -> Path:
+        """Commands for the running session (pause, cancel); the supervisor writes it."""
+        return self.root / CONTROL_FILE
+
+    @property
+    def first_failure(self) -> Path:
+        return self.working / FIRST_FAILURE_FILE
+
+    def rank_failure(self, rank: int) -> Path:
+        return self.working / RANK_FAILURE_FILE.format(rank=rank)

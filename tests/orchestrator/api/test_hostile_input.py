@@ -99,6 +99,11 @@ BAD_NUMBERS = [
     (None, "total_steps", 10.5),
     (None, "seed", "7"),
     ("retry", "max_failures", False),
+    ("watchdog", "hang_floor_seconds", float("inf")),
+    ("watchdog", "hang_floor_seconds", -1.0),
+    ("watchdog", "hang_multiple", 1.0),  # a bound shorter than two steps fires on noise
+    ("watchdog", "divergence_steps", 2.5),
+    ("watchdog", "on_divergence", "retry"),
 ]
 
 
@@ -106,8 +111,8 @@ def _with(place: str | None, field: str, value: Any) -> dict[str, Any]:
     spec = job_spec()
     if place is None:
         spec[field] = value
-    elif place == "margin":
-        spec["session"]["margin"][field] = value
+    elif place in ("margin", "watchdog"):
+        spec["session"].setdefault(place, {})[field] = value
     else:
         spec[place][field] = value
     return spec

@@ -25,6 +25,7 @@ from schemathesis.specs.openapi.checks import (
 from sqlalchemy.exc import OperationalError
 
 from orchestrator.api.main import create_app
+from orchestrator.auth_throttle import FailureThrottle
 from orchestrator.models import Base
 from orchestrator.service import build_services, prestart
 from tests.factories import (
@@ -76,6 +77,9 @@ class Served:
         extra = {"database_url": database_url} if database_url else {}
         self.settings = make_settings(self.root / "data", **extra)
         self.services = build_services(self.settings, embedded_loop=False)
+        # Schemathesis sends many wrong tokens from one address on purpose; the throttle that
+        # would then answer 429 to its valid ones has tests of its own (test_page_security.py).
+        self.services.auth_failures = FailureThrottle(burst=10**9)
         self.app = create_app(self.services)
         self.schema = schemathesis.openapi.from_asgi("/openapi.json", self.app, config=CONFIG)
 

@@ -109,15 +109,30 @@ def test_a_starting_supervisor_is_found_before_it_has_written_its_pid(tmp_path: 
     assert [p.name for p in tmp_path.iterdir()] == [LAUNCH_LOCK_FILE]
 
 
-def test_a_stop_during_start_up_is_not_a_kill(tmp_path: Path) -> None:
-    """The worker ignores SIGTERM until its handler is in place; the supervisor re-sends."""
+def test_a_stop_reaches_the_worker_through_its_control_file(tmp_path: Path) -> None:
+    """A graceful stop is no signal (torchrun would take it as its ranks' death): the supervisor
+    writes `pause` into the control file, which the worker reads when it is ready to."""
     worker = (
-        "import signal, sys, time; time.sleep(0.5); "
-        "stop = lambda *_: (open('working/out', 'w').write('stopped'), sys.exit(0)); "
-        "signal.signal(signal.SIGTERM, stop); time.sleep(30)"
+        "import pathlib, time; control = pathlib.Path('control'); "
+        "[time.sleep(0.05) for _ in iter(lambda: control.exists(), True)]; "
+        "pathlib.Path('working/out').write_text(control.read_text())"
     )
     _start(tmp_path, f'exec {sys.executable} -c "{worker}"')
     assert stop_session(tmp_path)
     ended = _wait_finished(tmp_path, timeout=15)
     assert (ended.exit_code, ended.output_dropped) == (0, False)
-    assert (tmp_path / "working" / "out").read_text().strip() == "stopped"
+    assert (tmp_path / "working" / "out").read_text() == "pause"
+
+
+@pytest.mark.parametrize("new_group", [False, True], ids=["same-group", "own-session"])
+def test_no_process_of_a_session_outlives_it(tmp_path: Path, new_group: bool) -> None:
+    """A child that ignores SIGTERM (a rank still starting up) and outlives the session's main
+    process, in its group or in a session of its own, is killed before the session counts as
+    ended: 2 s after status.json exists, nothing of it is alive."""
+    spawn = "setsid " if new_group else ""
+    leftover = f"{spawn}sh -c 'trap \"\" TERM; echo $$ > leftover.pid; exec sleep 300' &"
+    _start(tmp_path, f"{leftover} while [ ! -s leftover.pid ]; do sleep 0.05; done; exit 3")
+    ended = _wait_finished(tmp_path)
+    assert ended.exit_code == 3
+    pid = int((tmp_path / "leftover.pid").read_text())
+    assert _gone(pid, timeout=2)

@@ -16,8 +16,8 @@ from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
-from tests.worker.kaggle_access.test_checkpoints import EXPECT, _checkpoint
 from tests.support.kaggle import account_on
+from tests.worker.kaggle_access.test_checkpoints import EXPECT, _checkpoint
 from worker.boundary.contract import SegmentSpec
 from worker.kaggle_access.checkpoints import VISIBLE_WITHIN_SECONDS, CheckpointDataset
 from worker.kaggle_access.client import KaggleAccount
