@@ -1,8 +1,11 @@
 # Two entry points for a newcomer: `make demo` and `make test`. Each installs what it needs.
+# `make test-fast` is the inner loop while changing code.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # A CPU build of torch; a looser pin pulls a multi-GB CUDA build. Override on a GPU machine.
 TORCH ?= torch==2.13.0
+# pytest-xdist workers for the test targets: one per core of a 2-core machine.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test test-fast mutate mutate-sweep lint format bench clean
 
@@ -16,8 +19,14 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/baton demo
 
+# Every test, spread test by test over the workers (each test has its own directory, database,
+# ports and sessions; each worker makes the trainers' whole runs once: tests/trainers/conftest.py).
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
+
+# Every test that starts no session, server, browser or cluster (tests/support/marks.py).
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow"
 
 # Every test not marked integration (PostgreSQL, Redis) or slow (real training sessions), the
 # Hypothesis properties included: a quicker check before `make test`.

@@ -1,4 +1,5 @@
-"""`python -m benchmarks [--quick]`: run the workload four ways, print and record the comparison."""
+"""`python -m benchmarks [--quick|--smoke]`: run the workload four ways, print and record the
+comparison."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from benchmarks import way_baton, way_periodic, way_submitit, way_uninterrupted
 from benchmarks.doc import render_doc
 from benchmarks.records import WayResult
 from benchmarks.report import measured_table, projection_table, projections
-from benchmarks.workload import FULL, QUICK, Workload
+from benchmarks.workload import FULL, QUICK, SMOKE, Workload
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
@@ -51,14 +52,17 @@ def environment() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="short run for CI smoke (~90 s)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="a short run (~90 s)")
+    size.add_argument("--smoke", action="store_true", help="one session a way, for CI: no figures")
+    parser.add_argument("--out", type=Path, help="the JSON record (default: benchmarks/results/)")
     parser.add_argument("--ways", default="abcd", help="which ways to run (default: abcd)")
     parser.add_argument("--no-doc", action="store_true", help=f"do not rewrite {DOC.name}")
     parser.add_argument("--keep", action="store_true", help="keep the sessions' directories")
     args = parser.parse_args(argv)
     # Sessions import the workload and the worker from the repository, like `baton serve` does.
     os.chdir(REPO_ROOT)
-    workload = QUICK if args.quick else FULL
+    workload = SMOKE if args.smoke else QUICK if args.quick else FULL
     workdir = Path(tempfile.mkdtemp(prefix="baton-bench-"))
     results = []
     for key in args.ways:
@@ -73,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         for note in result.notes:
             print(f"({result.key}) {note}")
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    out = RESULTS_DIR / ("quick.json" if args.quick else "latest.json")
+    out = args.out or RESULTS_DIR / ("latest.json" if workload is FULL else f"{workload.name}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     data = {
         "environment": env,
         "workload": workload.to_dict(),
@@ -82,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         "projection": [vars(p) for p in projections(results, workload)],
     }
     out.write_text(json.dumps(data, indent=2, default=str))
-    print(f"\nwrote {out.relative_to(REPO_ROOT)}")
-    if not args.quick and not args.no_doc and set(args.ways) == set(WAYS):
+    print(f"\nwrote {out}")
+    if workload is FULL and not args.no_doc and set(args.ways) == set(WAYS):
         DOC.write_text(render_doc(workload, env, results, measured, projected))
         print(f"wrote {DOC.relative_to(REPO_ROOT)}")
     if args.keep:

@@ -14,9 +14,10 @@ METHOD = """\
 
 `python -m benchmarks` (from the repository root, in the venv) trains one workload four ways,
 prints a comparison and a projection onto a 12 h Kaggle session, writes
-`benchmarks/results/latest.json` (gitignored) and rewrites this file. `python -m benchmarks
---quick` is the ~90 s CI smoke run: fewer steps, shorter sessions, results in
-`benchmarks/results/quick.json`, this file untouched.
+`benchmarks/results/latest.json` (gitignored) and rewrites this file. `--quick` is a ~90 s
+run with fewer steps and shorter sessions (`benchmarks/results/quick.json`); `--smoke`, one
+60 s session a way, is CI's check that the entry point still runs (tests/benchmarks/test_main.py).
+Neither touches this file; `--out` writes the record elsewhere.
 
 ## The workload
 

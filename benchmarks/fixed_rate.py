@@ -13,7 +13,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -41,6 +41,12 @@ class PhaseResult:
     max_send_lag_ms: float  # how far behind schedule the client itself fell
     worst_second_p99_ms: float  # the p99 of the worst one-second window of scheduled sends
     machine: dict[str, float]  # the whole machine's CPU over the phase, in % of all cores
+    # Wall-clock bounds (time.time()), to match the phase with what the server recorded.
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    # CPU the server's processes (the `server_pid` tree) spent per request: unlike latency, it
+    # hardly depends on what else the machine runs.
+    server_cpu_ms_per_request: float | None = None
 
 
 def machine_share(before: Any, after: Any) -> dict[str, float]:
@@ -102,12 +108,31 @@ def summarize(
     )
 
 
-async def run_phase(client: aiohttp.ClientSession, phase: Phase, rate: float) -> PhaseResult:
+def tree_cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU of a process and its descendants so far (None: no such process)."""
+    if pid is None:
+        return None
+    try:
+        root = psutil.Process(pid)
+        total = 0.0
+        for process in [root, *root.children(recursive=True)]:
+            times = process.cpu_times()
+            total += times.user + times.system
+        return total
+    except psutil.Error:
+        return None
+
+
+async def run_phase(
+    client: aiohttp.ClientSession, phase: Phase, rate: float, server_pid: int | None = None
+) -> PhaseResult:
     scheduled_at: list[float] = []  # seconds into the phase, in the order answers came
     latencies: list[float] = []
     lags: list[float] = []
     errors = 0
     cpu_before = psutil.cpu_times()
+    server_before = tree_cpu_seconds(server_pid)
+    started_at = time.time()
     start = time.perf_counter()
     # Requests beyond the connections wait here, in a FIFO, rather than in the client's pool,
     # whose bookkeeping may grow with its queue and slow the client itself under a backlog.
@@ -138,22 +163,36 @@ async def run_phase(client: aiohttp.ClientSession, phase: Phase, rate: float) ->
     await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - start
     machine = machine_share(cpu_before, psutil.cpu_times())
-    return summarize(phase.name, scheduled_at, latencies, lags, errors, elapsed, machine)
+    server_after = tree_cpu_seconds(server_pid)
+    result = summarize(phase.name, scheduled_at, latencies, lags, errors, elapsed, machine)
+    per_request = None
+    if server_before is not None and server_after is not None:
+        per_request = round(1000 * (server_after - server_before) / phase.requests, 2)
+    return replace(
+        result,
+        started_at=started_at,
+        ended_at=started_at + elapsed,
+        server_cpu_ms_per_request=per_request,
+    )
 
 
-async def run(url: str, token: str, rate: float, phases: list[Phase]) -> list[PhaseResult]:
+async def run(
+    url: str, token: str, rate: float, phases: list[Phase], server_pid: int | None = None
+) -> list[PhaseResult]:
     headers = {"Authorization": f"Bearer {token}"}
     connector = aiohttp.TCPConnector(limit=CONNECTIONS)
     async with aiohttp.ClientSession(base_url=url, headers=headers, connector=connector) as client:
         async with client.get("/livez") as first:
             await first.read()
-        return [await run_phase(client, phase, rate) for phase in phases]
+        return [await run_phase(client, phase, rate, server_pid) for phase in phases]
 
 
 def main() -> None:
     plan: dict[str, Any] = json.load(sys.stdin)
     phases = [Phase(**phase) for phase in plan["phases"]]
-    results = asyncio.run(run(plan["url"], plan["token"], float(plan["rate"]), phases))
+    results = asyncio.run(
+        run(plan["url"], plan["token"], float(plan["rate"]), phases, plan.get("server_pid"))
+    )
     json.dump([asdict(result) for result in results], sys.stdout)
 
 

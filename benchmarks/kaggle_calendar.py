@@ -77,11 +77,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.kaggle_calendar")
     parser.add_argument("--hour-seconds", type=float, default=4.0)
     parser.add_argument("--weeks-of-work", type=float, default=1.75)
+    parser.add_argument("--out", type=Path, default=RESULT, help="where to write the figures")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="baton-calendar-") as root:
         figures = run(args.hour_seconds, args.weeks_of_work, Path(root))
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
     for name, value in figures.items():
         print(f"{name:>22}: {value:.3f}")
 

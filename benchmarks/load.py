@@ -9,6 +9,10 @@
 3. Starts beat and two Celery workers and times how long they take to visit every job once
    (a visit sets the job's next_attempt_at: here, to its quota refresh).
 
+With --breakdown, each API process also records where every request's time went (threads, SQL,
+connection, gc: benchmarks/breakdown.py) and PostgreSQL's wait events and checkpoints are
+sampled (benchmarks/pg_activity.py); each half then prints them beside its latencies.
+
 Bounded in count (requests, jobs) and in time (every wait has a limit). Writes
 benchmarks/results/load.json.
 """
@@ -29,6 +33,8 @@ from typing import Any
 
 from sqlalchemy import create_engine, insert, select, text
 
+from benchmarks import breakdown
+from benchmarks.pg_activity import APPLICATION_NAME, PgSampler
 from orchestrator.models import Job, Segment, User, utcnow
 from tests.factories import ADMIN_TOKEN
 from tests.scale.cluster import Cluster, RedisServer, postgres_schema
@@ -109,7 +115,9 @@ def seed(database_url: str, jobs: int) -> list[str]:
     return ids
 
 
-def measure_api(url: str, ids: list[str], rate: float, requests: int) -> list[dict[str, Any]]:
+def measure_api(
+    url: str, ids: list[str], rate: float, requests: int, server_pid: int | None = None
+) -> list[dict[str, Any]]:
     picker = random.Random(0)
     pages = len(ids) // 50
     job_paths = [f"/api/v1/jobs/{picker.choice(ids)}" for _ in range(requests)]
@@ -129,7 +137,13 @@ def measure_api(url: str, ids: list[str], rate: float, requests: int) -> list[di
             ("list", list_paths),
         )
     ]
-    plan = {"url": url, "token": ADMIN_TOKEN, "rate": rate, "phases": phases}
+    plan = {
+        "url": url,
+        "token": ADMIN_TOKEN,
+        "rate": rate,
+        "phases": phases,
+        "server_pid": server_pid,
+    }
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.fixed_rate"],
         input=json.dumps(plan),
@@ -141,6 +155,35 @@ def measure_api(url: str, ids: list[str], rate: float, requests: int) -> list[di
     )
     results: list[dict[str, Any]] = json.loads(done.stdout)
     return [result for result in results if result["name"] != warm_up["name"]]
+
+
+_PATHS = {"trivial": "/livez", "job": "/api/v1/jobs/", "list": "/api/v1/jobs"}
+
+
+def add_breakdown(
+    results: list[dict[str, Any]], requests: list[dict[str, Any]], pg: PgSampler
+) -> None:
+    """Each half's server-side breakdown (benchmarks/breakdown.py) and PostgreSQL's activity."""
+    for result in results:
+        start, end = result["started_at"], result["ended_at"]
+        own = breakdown.of_phase(requests, _PATHS[result["name"]], start, end)
+        postgres = {"postgres": pg.during(start, end)}
+        result["breakdown"] = breakdown.summarize_requests(own) | postgres
+
+
+def show_halves(rate: str, figures: dict[str, dict[str, Any]]) -> None:
+    for name, entry in figures.items():
+        for number, half in enumerate(entry["halves"], 1):
+            machine = half["machine"]
+            print(
+                f"{rate} {name} half {number}: p50 {half['p50_ms']} / p99 {half['p99_ms']} / "
+                f"worst second {half['worst_second_p99_ms']} ms, {half['achieved_rate']}/s; "
+                f"machine busy {machine.get('busy_pct')} %, nice {machine.get('nice_pct')} %, "
+                f"iowait {machine.get('iowait_pct')} %, steal {machine.get('steal_pct')} %; "
+                f"API CPU {half.get('server_cpu_ms_per_request')} ms a request"
+            )
+            if "breakdown" in half:
+                print(f"    server side: {json.dumps(half['breakdown'])}")
 
 
 def merge_halves(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -206,11 +249,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="the JSON record to update")
     parser.add_argument("--no-visits", dest="visits", action="store_false")
     parser.add_argument("--no-api", dest="api", action="store_false")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="record where each request's time went in the API (SQL, pool, gc) and PostgreSQL's "
+        "wait events and checkpoints, and print them per half",
+    )
     args = parser.parse_args()
     load_at_start = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="baton-load-") as tmp, postgres_schema() as db_url:
+    with tempfile.TemporaryDirectory(prefix="baton-load-") as tmp, postgres_schema() as schema_url:
+        # Named, so that PostgreSQL's activity can be told from other clients of the server.
+        db_url = f"{schema_url}&application_name={APPLICATION_NAME}"
         redis = RedisServer(Path(tmp) / "redis")
         redis.start()
+        traces = Path(tmp) / "breakdown"
         cluster = Cluster(
             Path(tmp) / "cluster",
             db_url,
@@ -218,6 +270,9 @@ def main() -> None:
             "http://127.0.0.1:9",
             api_workers=args.api_workers,
         )
+        if args.breakdown:
+            cluster.env["BATON_BREAKDOWN_DIR"] = str(traces)
+        pg = PgSampler(db_url)
         try:
             cluster.start("api")
             cluster.wait_for_api()
@@ -225,28 +280,39 @@ def main() -> None:
             ids = seed(db_url, args.jobs)
             seeded = time.monotonic() - started
             print(f"seeded {args.jobs} jobs and {2 * args.jobs} segments in {seeded:.1f} s")
-            api = (
-                {}
-                if not args.api
-                else {
-                    # The same mix at a tenth of the rate: what one request costs when the server
-                    # is not queueing (on a shared machine, what is left of its 2 cores).
-                    f"{rate:g}_per_s": with_ratios(
-                        merge_halves(measure_api(cluster.api_url, ids, rate, requests))
+            api: dict[str, Any] = {}
+            if args.api:
+                if args.breakdown:
+                    pg.start()
+                # The same mix at a tenth of the rate: what one request costs when the server is
+                # not queueing (on a shared machine, what is left of its 2 cores).
+                runs = {
+                    f"{rate:g}_per_s": measure_api(
+                        cluster.api_url, ids, rate, requests, cluster.procs["api"].pid
                     )
                     for rate, requests in (
                         (args.rate / 10, args.requests // 10),
                         (args.rate, args.requests),
                     )
                 }
-            )
+                if args.breakdown:
+                    pg.stop()
+                    recorded = breakdown.read_requests(traces)
+                    for results in runs.values():
+                        add_breakdown(results, recorded, pg)
+                api = {rate: with_ratios(merge_halves(results)) for rate, results in runs.items()}
             for rate, figures in api.items():
                 shown = {k: {x: v[x] for x in v if x != "halves"} for k, v in figures.items()}
                 print(rate, json.dumps(shown))
+                show_halves(rate, figures)
             visits = None
             if args.visits:
                 visits = time_visits(cluster, db_url, args.jobs, args.visit_timeout)
-                print(f"beat + 2 workers, {args.jobs} jobs: {visits}")
+                print(
+                    f"beat + 2 workers visited {visits['visited']} of {args.jobs} jobs in "
+                    f"{visits['seconds_from_first_visit']} s from the first visit: "
+                    f"{visits['jobs_per_second']} jobs/s ({visits})"
+                )
         finally:
             cluster.stop_all()
             redis.kill()
@@ -257,6 +323,7 @@ def main() -> None:
         "load_average_at_end": os.getloadavg(),
         "jobs": args.jobs,
         "api_workers": args.api_workers,
+        "breakdown": args.breakdown,
     }
     # A run of one part (--no-api, --no-visits) keeps the other part's last figures.
     record = json.loads(args.out.read_text()) if args.out.exists() else {}

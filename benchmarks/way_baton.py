@@ -28,6 +28,7 @@ from orchestrator.config import Settings
 from orchestrator.service import build_services, prestart
 
 KEY, TITLE = "b", "Baton (chained)"
+TRAINER_PACKAGES = "trainers,benchmarks"
 TOKEN = "bt_benchmark-admin-token-0123456789abcdef"
 FINISHED = {"succeeded", "failed", "cancelled"}
 _POLL_SECONDS = 0.1
@@ -44,7 +45,9 @@ def _free_port() -> int:
 @contextmanager
 def serving(data_dir: Path) -> Iterator[tuple[httpx.Client, Settings]]:
     """`baton serve` in a thread: yields an authenticated client for it."""
-    settings = Settings(data_dir=data_dir, admin_token=TOKEN)
+    # The workload's trainer is in this package: allowed the way an operator allows theirs
+    # (BATON_TRAINER_PACKAGES), beside the default `trainers`.
+    settings = Settings(data_dir=data_dir, admin_token=TOKEN, trainer_packages=TRAINER_PACKAGES)
     prestart(settings)
     services = build_services(settings)
     port = _free_port()

@@ -73,8 +73,11 @@ class Workload:
 
 # ~5 sessions of 15 s: each spends ~5 s starting Python + torch and loading, ~8 s in steps.
 FULL = Workload(name="full", total_steps=450, session_seconds=15, save_every=40, signal_delay_s=2)
-# 2-3 sessions of 11 s, for CI smoke.
+# 2-3 sessions of 11 s: a short run of the comparison.
 QUICK = Workload(name="quick", total_steps=140, session_seconds=11, save_every=20, signal_delay_s=2)
+# One session a way, 30 steps inside a 60 s limit on any machine: CI's smoke run of the entry
+# point (tests/benchmarks/test_entry_points.py), not a measurement.
+SMOKE = Workload(name="smoke", total_steps=30, session_seconds=60, save_every=10, signal_delay_s=2)
 
 
 def job_spec(workload: Workload) -> dict[str, Any]:

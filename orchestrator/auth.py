@@ -7,9 +7,12 @@ A token may expire; a revoked token is deleted, so it fails at once. The admin's
 from __future__ import annotations
 
 import hashlib
+import logging
+import math
 import os
 import secrets
 import uuid
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,8 +21,15 @@ from sqlalchemy.orm import Session
 
 from orchestrator.models import ApiToken, User, utcnow
 
+log = logging.getLogger(__name__)
+
 TOKEN_PREFIX = "bt_"
 ADMIN_USER = "admin"
+# A configured admin token must look random: at least this long, and at least this many bits
+# by its characters' spread (`openssl rand -hex 16` gives 32 characters and about 120).
+MIN_ADMIN_TOKEN_CHARS = 32
+MIN_ADMIN_TOKEN_BITS = 96
+ADMIN_TOKEN_ADVICE = "e.g. BATON_ADMIN_TOKEN=bt_$(openssl rand -hex 24)"
 # last_used_at is written at most this often per token: a busy client must not turn every
 # read into a write.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -132,10 +142,37 @@ def revoke_token(session: Session, user_id: str, token_id: str) -> None:
     session.delete(row)
 
 
+class WeakAdminToken(ValueError):
+    """BATON_ADMIN_TOKEN is too short or too regular to withstand guessing."""
+
+
+def estimated_bits(token: str) -> float:
+    """Length times the Shannon entropy of the token's characters: a generous upper bound on
+    the randomness of a human-chosen string, close for a random one."""
+    counts = Counter(token)
+    per_char = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
+    return per_char * len(token)
+
+
+def check_admin_token(token: str) -> None:
+    """Raise WeakAdminToken (never quoting the token) unless it looks random enough."""
+    if len(token) < MIN_ADMIN_TOKEN_CHARS:
+        raise WeakAdminToken(
+            f"BATON_ADMIN_TOKEN has {len(token)} characters; it needs at least "
+            f"{MIN_ADMIN_TOKEN_CHARS} random ones ({ADMIN_TOKEN_ADVICE})"
+        )
+    if estimated_bits(token) < MIN_ADMIN_TOKEN_BITS:
+        raise WeakAdminToken(
+            f"BATON_ADMIN_TOKEN repeats too few characters to be random ({ADMIN_TOKEN_ADVICE})"
+        )
+
+
 def ensure_admin_token(session: Session, configured: str | None, token_file: Path) -> str:
     """Make BATON_ADMIN_TOKEN (or the 0600 token file, made on first start) the admin's
-    bootstrap token, and retire any earlier bootstrap token."""
+    bootstrap token, and retire any earlier bootstrap token, saying so. Only `baton serve` and
+    `baton migrate` call this: no other command may rotate the admin's token."""
     if configured:
+        check_admin_token(configured)
         token = configured
     elif token_file.exists():
         token = token_file.read_text().strip()
@@ -146,9 +183,14 @@ def ensure_admin_token(session: Session, configured: str | None, token_file: Pat
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
     digest = hash_token(token)
-    session.execute(
+    retired = session.execute(
         delete(ApiToken).where(ApiToken.bootstrap.is_(True), ApiToken.token_hash != digest)
     )
+    if retired.rowcount:  # type: ignore[attr-defined]
+        source = "BATON_ADMIN_TOKEN" if configured else f"the token file {token_file}"
+        log.warning(
+            "admin start-up token changed (now %s): the previous one no longer works", source
+        )
     row = register_token(session, get_or_create_user(session, ADMIN_USER), token, "admin")
     row.bootstrap = True
     return token

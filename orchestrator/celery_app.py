@@ -21,8 +21,11 @@ from orchestrator.config import Settings
 log = logging.getLogger(__name__)
 
 SHARED_QUEUE = "baton"
+# Webhook deliveries wait on receivers: their own queue and workers, never the engine's.
+NOTIFY_QUEUE = "baton.notify"
 FAN_OUT_TASK = "baton.fan_out"
 RECONCILE_TASK = "baton.reconcile_job"
+RECONCILE_BATCH_TASK = "baton.reconcile_jobs"
 NOTIFY_TASK = "baton.deliver_notifications"
 # Longer than any reconcile can take (a few DB statements and backend calls, each bounded by
 # BATON_KAGGLE_CALL_TIMEOUT_SECONDS) by a wide margin; a message unacked this long is redelivered.
@@ -49,6 +52,7 @@ def make_app(settings: Settings) -> Celery:
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
         task_default_queue=SHARED_QUEUE,
+        task_routes={NOTIFY_TASK: {"queue": NOTIFY_QUEUE}},
         task_serializer="json",
         accept_content=["json"],
         broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS},
@@ -65,11 +69,15 @@ def make_app(settings: Settings) -> Celery:
                 # A fan-out nobody ran in time is useless: the next one supersedes it.
                 "options": {"expires": max(5.0, 5 * settings.beat_interval_seconds)},
             },
-            # Webhook notifications (orchestrator/notifier.py); a pass is safe to overlap.
+            # Webhook notifications (orchestrator/notifier.py), on their own queue (`baton
+            # worker --notifications`); a pass is safe to overlap.
             "deliver-notifications": {
                 "task": NOTIFY_TASK,
                 "schedule": settings.notify_interval_seconds,
-                "options": {"expires": max(5.0, 5 * settings.notify_interval_seconds)},
+                "options": {
+                    "queue": NOTIFY_QUEUE,
+                    "expires": max(5.0, 5 * settings.notify_interval_seconds),
+                },
             },
         },
     )
@@ -97,6 +105,11 @@ class DispatchGuard:
 
     def release(self, job_id: str) -> None:
         self.client.delete(f"{_KEY_PREFIX}due:{job_id}")
+
+    def release_all(self, job_ids: list[str]) -> None:
+        """One round trip for a batch."""
+        if job_ids:
+            self.client.delete(*(f"{_KEY_PREFIX}due:{job_id}" for job_id in job_ids))
 
     def mark_fan_out(self, at: datetime) -> None:
         self.client.set(f"{_KEY_PREFIX}last_fan_out", at.timestamp())

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from orchestrator.webhooks import Networks, parse_networks
 
 
 def _top_level_names(directory: Path) -> set[str]:
@@ -37,6 +39,14 @@ class Settings(BaseSettings):
     reconcile_interval_seconds: float = Field(default=1.0, gt=0)
     # How often `baton serve` looks for webhook notifications to send (or retry).
     notify_interval_seconds: float = Field(default=2.0, gt=0)
+    # Webhooks may reach public addresses only, plus these networks (comma-separated CIDRs,
+    # e.g. 127.0.0.0/8 for a receiver on this host). Checked against the address connected to.
+    webhook_allowed_networks: str = ""
+    # One POST's whole time: connect, send and the answer's head.
+    webhook_deadline_seconds: float = Field(default=10.0, gt=0, le=120)
+    # POSTs in flight at once, in all and per user.
+    webhook_concurrency: int = Field(default=16, ge=1, le=256)
+    webhook_per_user: int = Field(default=4, ge=1, le=256)
     # Concurrent local sessions on this host; jobs beyond it wait in `queued`. Default: one per
     # core.
     local_slots: int | None = Field(default=None, ge=1, le=1024)
@@ -79,6 +89,16 @@ class Settings(BaseSettings):
     # Directories of the operator's trainer code (os.pathsep-separated): every package or module
     # in them may be named too, and they are searched before the server's own import path.
     trainer_paths: str = ""
+
+    @field_validator("webhook_allowed_networks")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        parse_networks(value)  # a bad network fails the start, naming the setting
+        return value
+
+    @property
+    def webhook_networks(self) -> Networks:
+        return parse_networks(self.webhook_allowed_networks)
 
     @property
     def trainer_path_dirs(self) -> list[Path]:

@@ -4,32 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from orchestrator.models import KaggleCredential, utcnow
 from orchestrator.secret_box import SecretBox, SecretBoxError
-
-# Kaggle user names are letters, digits, '-' and '_'; 64 is the column's width.
-USERNAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
-# Printable ASCII without spaces: a pasted newline or space is a mistake, not part of a key.
-KEY_PATTERN = r"^[!-~]+$"
-MAX_KEY_LENGTH = 256
-
-
-class KaggleCredentialsIn(BaseModel):
-    """What a user gives: the API and the CLI both validate with this model."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    username: str = Field(pattern=USERNAME_PATTERN, description="Your Kaggle user name")
-    key: str = Field(
-        min_length=1,
-        max_length=MAX_KEY_LENGTH,
-        pattern=KEY_PATTERN,
-        description="Your Kaggle API key; stored encrypted and never returned",
-    )
 
 
 @dataclass(frozen=True)

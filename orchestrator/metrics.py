@@ -215,8 +215,8 @@ class CountingBackend:
     def quota(self) -> Quota | None:
         return self._counted(self.inner.quota)
 
-    def log(self, handle: str) -> str | None:
-        return self._counted(self.inner.log, handle)
+    def log(self, handle: str, tail: int) -> str | None:
+        return self._counted(self.inner.log, handle, tail)
 
     def progress(self, handle: str) -> dict[str, Any] | None:
         return self._counted(self.inner.progress, handle)

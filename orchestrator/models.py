@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -21,9 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+from orchestrator.clock import utcnow as utcnow  # re-exported: most callers take it from here
 
 
 class Base(DeclarativeBase):
@@ -55,10 +53,24 @@ class ApiToken(Base):
     bootstrap: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
+class UiSession(Base):
+    """A status page sign-in: the cookie holds a random secret, this row its sha256. Signing
+    out deletes the row, and revoking the API token used to sign in deletes it too (cascade)."""
+
+    __tablename__ = "ui_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_id: Mapped[str] = mapped_column(
+        ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class Job(Base):
     __tablename__ = "jobs"
-    # The job list pages newest first per user (migration 0006).
-    __table_args__ = (Index("ix_jobs_user_created", "user_id", "created_at"),)
+    # The job list pages newest first per user, by (created_at, id) (migration 0007).
+    __table_args__ = (Index("ix_jobs_user_created_id", "user_id", "created_at", "id"),)
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id"), index=True)

@@ -7,26 +7,65 @@ else's is `JobNotVisible`, exactly like a job that does not exist.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import case, func, select, tuple_
+from sqlalchemy.orm import Session, aliased
 
-from orchestrator.api.schemas import (
+from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
+from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
+from orchestrator.models import Checkpoint, Event, Job, Segment
+from orchestrator.wire import (
     CheckpointOut,
     EtaOut,
     EventOut,
     JobList,
     JobOut,
+    JobSummary,
     LiveProgress,
     MetricPoint,
     SegmentOut,
     SegmentTimings,
 )
-from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
-from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
-from orchestrator.models import Checkpoint, Event, Job, Segment
+
+
+class SegmentFacts(Protocol):
+    """What a job's progress and ETA read of one of its segments (a Segment row has them)."""
+
+    index: int
+    state: str
+    start_step: int
+    end_step: int | None
+    limit_seconds: float
+    timings: dict[str, Any] | None
+    progress: dict[str, Any] | None
+    launched_at: datetime | None
+    ended_at: datetime | None
+
+    @property
+    def launch_spec(self) -> dict[str, Any] | None: ...
+
+
+@dataclass(slots=True)
+class _SegmentRow:
+    """SegmentFacts read as plain columns: no ORM instance, and the JSON that only a live
+    segment needs (its heartbeat, its launch spec) left unread for the others."""
+
+    job_id: str
+    index: int
+    state: str
+    start_step: int
+    end_step: int | None
+    limit_seconds: float
+    timings: dict[str, Any] | None
+    progress: dict[str, Any] | None
+    launch_spec: dict[str, Any] | None
+    launched_at: datetime | None
+    ended_at: datetime | None
 
 
 class JobNotVisible(LookupError):
@@ -56,22 +95,37 @@ def list_jobs(
     state: JobState | None = None,
     limit: int = 100,
     offset: int = 0,
+    after: str | None = None,
     now: datetime | None = None,
     kaggle_quota: QuotaPlan | None = None,
 ) -> JobList:
-    """The user's jobs, newest first, with live progress for the running ones."""
-    query = select(Job).where(Job.user_id == user_id)
+    """The user's jobs, newest first, with live progress for the running ones: `limit` of them
+    after the job `after` (a keyset cursor: the previous page's last job) if given, then past
+    `offset`. A job id that is not one of the user's jobs gives an empty page."""
+    mine = [Job.user_id == user_id]
     if state is not None:
-        query = query.where(Job.state == state.value)
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    rows = list(session.scalars(query.order_by(Job.created_at.desc()).limit(limit).offset(offset)))
+        mine.append(Job.state == state.value)
+    total = session.scalar(select(func.count()).select_from(Job).where(*mine)) or 0
+    order = (Job.created_at.desc(), Job.id.desc())
+    page = select(Job.id).where(*mine).order_by(*order).limit(limit).offset(offset)
+    if after is not None:
+        anchor = aliased(Job)
+        created = select(anchor.created_at).where(anchor.id == after, anchor.user_id == user_id)
+        page = page.where(tuple_(Job.created_at, Job.id) < tuple_(created.scalar_subquery(), after))
+    # The page's ids come from the index (ix_jobs_user_created_id) alone: an offset then skips
+    # index entries, not whole rows.
+    rows = list(
+        session.scalars(select(Job).where(Job.id.in_(page.scalar_subquery())).order_by(*order))
+    )
     history = _segments_by_job(session, [job.id for job in rows])
+    last = rows[-1] if len(rows) == limit else None
     return JobList(
         items=[
-            job_out(job, history.get(job.id, []), now=now, quota=_quota_of(job, kaggle_quota))
+            job_summary(job, history.get(job.id, []), now=now, quota=_quota_of(job, kaggle_quota))
             for job in rows
         ],
         total=total,
+        next_cursor=last.id if last is not None else None,
     )
 
 
@@ -95,15 +149,39 @@ def _quota_of(job: Job, kaggle_quota: QuotaPlan | None) -> QuotaPlan | None:
 
 def job_out(
     job: Job,
-    segments: list[Segment],
+    segments: Sequence[SegmentFacts],
     *,
     now: datetime | None = None,
     quota: QuotaPlan | None = None,
 ) -> JobOut:
     """The job with its live progress and ETA; `segments` are the job's, in index order."""
+    return _with_progress(JobOut.model_validate(job), job, segments, now=now, quota=quota)
+
+
+def job_summary(
+    job: Job,
+    segments: Sequence[SegmentFacts],
+    *,
+    now: datetime | None = None,
+    quota: QuotaPlan | None = None,
+) -> JobSummary:
+    """The job as the list shows it, with its live progress and ETA."""
+    return _with_progress(JobSummary.model_validate(job), job, segments, now=now, quota=quota)
+
+
+_Out = TypeVar("_Out", bound=JobSummary)
+
+
+def _with_progress(
+    out: _Out,
+    job: Job,
+    segments: Sequence[SegmentFacts],
+    *,
+    now: datetime | None,
+    quota: QuotaPlan | None,
+) -> _Out:
     now = now or datetime.now(UTC)
     active = next((s for s in segments if s.state in _ACTIVE), None)
-    out = JobOut.model_validate(job)
     out.progress = live_progress(job, active, now=now)
     eta = job_eta(job, segments, out.progress, now=now, quota=quota)
     if eta is not None:
@@ -122,7 +200,7 @@ _ETA_STATES = frozenset({JobState.QUEUED, JobState.RUNNING, JobState.WAITING})
 
 def job_eta(
     job: Job,
-    segments: list[Segment],
+    segments: Sequence[SegmentFacts],
     progress: LiveProgress | None,
     *,
     now: datetime,
@@ -163,7 +241,7 @@ def job_eta(
     )
 
 
-def _mean_idle(segments: list[Segment]) -> float:
+def _mean_idle(segments: Sequence[SegmentFacts]) -> float:
     """The mean gap between one session's end and the next one's launch."""
     gaps = [
         (as_utc(after.launched_at) - as_utc(before.ended_at)).total_seconds()
@@ -173,19 +251,35 @@ def _mean_idle(segments: list[Segment]) -> float:
     return max(0.0, sum(gaps) / len(gaps)) if gaps else 0.0
 
 
-def _segments_by_job(session: Session, job_ids: list[str]) -> dict[str, list[Segment]]:
-    found: dict[str, list[Segment]] = {}
+def _segments_by_job(session: Session, job_ids: list[str]) -> dict[str, list[SegmentFacts]]:
+    """The segments of all these jobs in one statement, in index order."""
+    found: dict[str, list[SegmentFacts]] = {}
     if not job_ids:
         return found
-    rows = session.scalars(
-        select(Segment).where(Segment.job_id.in_(job_ids)).order_by(Segment.job_id, Segment.index)
+    live = Segment.state.in_(_ACTIVE)
+    rows = session.execute(
+        select(
+            Segment.job_id,
+            Segment.index,
+            Segment.state,
+            Segment.start_step,
+            Segment.end_step,
+            Segment.limit_seconds,
+            Segment.timings,
+            case((live, Segment.progress)).label("progress"),
+            case((live, Segment.launch_spec)).label("launch_spec"),
+            Segment.launched_at,
+            Segment.ended_at,
+        )
+        .where(Segment.job_id.in_(job_ids))
+        .order_by(Segment.job_id, Segment.index)
     )
     for row in rows:
-        found.setdefault(row.job_id, []).append(row)
+        found.setdefault(row.job_id, []).append(_SegmentRow(*row))
     return found
 
 
-def live_progress(job: Job, active: Segment | None, *, now: datetime) -> LiveProgress | None:
+def live_progress(job: Job, active: SegmentFacts | None, *, now: datetime) -> LiveProgress | None:
     """Where the running segment is: its heartbeat, or an estimate where none reaches us."""
     if active is None or active.launched_at is None:
         return None
@@ -209,7 +303,7 @@ def live_progress(job: Job, active: Segment | None, *, now: datetime) -> LivePro
     )
 
 
-def _from_heartbeat(active: Segment, beat: dict[str, Any], total_steps: int) -> LiveProgress:
+def _from_heartbeat(active: SegmentFacts, beat: dict[str, Any], total_steps: int) -> LiveProgress:
     loss = beat.get("loss")
     step_seconds = beat.get("step_seconds")
     at = beat.get("at")
@@ -223,7 +317,7 @@ def _from_heartbeat(active: Segment, beat: dict[str, Any], total_steps: int) -> 
     )
 
 
-def _previous_step_seconds(active: Segment) -> float | None:
+def _previous_step_seconds(active: SegmentFacts) -> float | None:
     # The launch spec carries the step time the previous segments measured.
     estimates = (active.launch_spec or {}).get("estimates") or {}
     value = estimates.get("step_seconds")
@@ -293,12 +387,19 @@ def list_metrics(session: Session, user_id: str, job_id: str) -> list[MetricPoin
 
 
 def list_checkpoints(session: Session, user_id: str, job_id: str) -> list[CheckpointOut]:
-    """The job's committed checkpoints, oldest first."""
+    """The job's kept checkpoints, oldest first: those whose files can still be downloaded."""
     own_job(session, user_id, job_id)
     rows = session.scalars(
         select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step)
     )
-    return [CheckpointOut.model_validate(row) for row in rows]
+    return [CheckpointOut.model_validate(row) for row in rows if files_kept(row)]
+
+
+def files_kept(checkpoint: Checkpoint) -> bool:
+    """Whether a checkpoint's files are still there to download. The store keeps the newest few
+    good checkpoints and deletes the files of older and rejected ones, keeping their rows (a
+    segment's history names its checkpoint); a listing shows only what a download can fetch."""
+    return checkpoint.rejected is None and Path(checkpoint.location).is_dir()
 
 
 def find_checkpoint(

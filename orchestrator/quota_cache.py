@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from orchestrator.api.schemas import QuotaOut
 from orchestrator.eta import QuotaPlan
+from orchestrator.wire import QuotaOut
 
 
 @dataclass

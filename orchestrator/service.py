@@ -1,17 +1,21 @@
-"""Wires the parts together for one orchestrator process: database, backends, engine, loop."""
+"""Wires the parts together for one orchestrator process: database, backends, engine, loop.
+
+`Services` is what the API, Celery tasks and the CLI's server commands share; it lives here,
+below the web layer, so that none of them imports orchestrator/api/ to get it.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from fastapi import FastAPI
+from anyio import CapacityLimiter
 
-from orchestrator.api.deps import Services
-from orchestrator.api.main import create_app
 from orchestrator.auth import ensure_admin_token
+from orchestrator.auth_throttle import FailureThrottle
 from orchestrator.backends.local import LocalBackend
 from orchestrator.backends.registry import Backends
 from orchestrator.celery_app import CeleryNudger, make_app
@@ -20,13 +24,45 @@ from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.metrics import CountingBackends
 from orchestrator.migrate import upgrade
-from orchestrator.models import utcnow
-from orchestrator.notifier import NotifierLoop
+from orchestrator.models import Job, utcnow
+from orchestrator.notifier import Deliveries, NotifierLoop
 from orchestrator.private_files import make_private, sqlite_file
+from orchestrator.quota_cache import QuotaCache
 from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox, load_secret_box
 from orchestrator.trainer_lookup import TrainerFinder
+from orchestrator.webhook_client import WebhookClient
 from worker.kaggle_access.client import ClientFactory, production_client
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    engine: Engine
+    loop: ReconcileLoop | None
+    # Encrypts and decrypts stored credentials (orchestrator/credentials.py).
+    secret_box: SecretBox
+    # Checks a submitted trainer without importing it (orchestrator/trainer_lookup.py).
+    trainers: TrainerFinder
+    # At scale: sends a Celery reconcile for (job id, backend) (orchestrator/celery_app.py).
+    enqueue: Callable[[str, str], None] | None = None
+    # Sends webhook notifications on its own thread (orchestrator/notifier.py).
+    notifier: NotifierLoop | None = None
+    # The Kaggle quota last seen per user, for ETAs (orchestrator/quota_cache.py).
+    quota_seen: QuotaCache = field(default_factory=QuotaCache)
+    # Threads for requests that wait on Kaggle, apart from the few (BATON_API_THREADS) that serve
+    # the database: a slow Kaggle must not stall every other request.
+    outbound_calls: CapacityLimiter = field(default_factory=lambda: CapacityLimiter(16))
+    # Failed authentications per client address (API and sign-in): 429 past the burst.
+    auth_failures: FailureThrottle = field(default_factory=FailureThrottle)
+
+    def nudge(self, job: Job) -> None:
+        """After a commit: have the job looked at now rather than on the next tick."""
+        if self.loop is not None:
+            self.loop.wake()
+        if self.enqueue is not None:
+            self.enqueue(job.id, job.backend)
 
 
 def build_backends(
@@ -49,6 +85,17 @@ def build_backends(
         kaggle_timeout=settings.kaggle_call_timeout_seconds,
         kaggle_poll=settings.kaggle_poll_seconds,
         trainer_paths=settings.trainer_path_dirs,
+    )
+
+
+def build_webhook_client(settings: Settings) -> WebhookClient:
+    return WebhookClient(settings.webhook_networks, settings.webhook_deadline_seconds)
+
+
+def build_notifier(settings: Settings, db: Database) -> NotifierLoop:
+    deliveries = Deliveries(settings.webhook_concurrency, settings.webhook_per_user)
+    return NotifierLoop(
+        db, settings.notify_interval_seconds, build_webhook_client(settings), deliveries
     )
 
 
@@ -117,7 +164,7 @@ def build_services(
         trainers=build_trainer_finder(settings),
         enqueue=enqueue,
         # Beside the embedded loop; with Celery, beat calls deliver_due_notifications instead.
-        notifier=NotifierLoop(db, settings.notify_interval_seconds) if embedded_loop else None,
+        notifier=build_notifier(settings, db) if embedded_loop else None,
     )
 
 
@@ -125,12 +172,3 @@ def build_trainer_finder(settings: Settings) -> TrainerFinder:
     """Search the trainer paths, then where sessions run from (their PYTHONPATH), then ours."""
     search = [str(path) for path in settings.trainer_path_dirs]
     return TrainerFinder(settings.allowed_trainer_packages, [*search, os.getcwd(), *sys.path])
-
-
-# What each process of `baton serve --workers N` imports (uvicorn spawns, then calls it).
-APP_FACTORY = "orchestrator.service:app_from_environment"
-
-
-def app_from_environment() -> FastAPI:
-    """One API process: its own services, built from the environment (BATON_*)."""
-    return create_app(build_services(Settings()))

@@ -19,6 +19,12 @@ from orchestrator.lifecycle import (
 )
 from orchestrator.models import Event, Job, Segment, utcnow
 from worker.boundary.text import EVENT_MESSAGE_LIMIT
+from worker.reasons import storable
+
+
+def _storable_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Text fields (a reason, an error) as both databases accept them."""
+    return {key: storable(v) if isinstance(v, str) else v for key, v in fields.items()}
 
 
 class IllegalTransition(Exception):
@@ -46,7 +52,7 @@ def record_event(
             kind=kind,
             from_state=from_state,
             to_state=to_state,
-            message=message[:EVENT_MESSAGE_LIMIT] if message else None,
+            message=storable(message[:EVENT_MESSAGE_LIMIT]) if message else None,
         )
     )
 
@@ -64,7 +70,7 @@ def set_job_state(
     """Move a job from `expected` to `target` (None: keep the state, update fields only)."""
     if target is not None and not job_transition_allowed(expected, target):
         raise IllegalTransition(f"job {job_id}: {expected} -> {target} is not allowed")
-    values: dict[str, Any] = {**fields, "updated_at": utcnow()}
+    values: dict[str, Any] = {**_storable_fields(fields), "updated_at": utcnow()}
     if target is not None:
         values["state"] = target.value
         if target is JobState.RUNNING:
@@ -105,7 +111,7 @@ def set_segment_state(
     statement = (
         update(Segment)
         .where(Segment.id == segment.id, Segment.state == expected.value)
-        .values(state=target.value, **fields)
+        .values(state=target.value, **_storable_fields(fields))
         .execution_options(synchronize_session=False)
     )
     if session.execute(statement).rowcount != 1:  # type: ignore[attr-defined]

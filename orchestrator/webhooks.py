@@ -1,9 +1,12 @@
 """Webhook notifications, the pure part: the spec's `notify` block, which events notify, the
-message, the retry schedule, and how a URL is shown (never in full: it is a secret).
+message, the retry schedule, where a webhook may point, and how a URL is shown (never in full:
+it is a secret).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,6 +17,57 @@ MAX_ATTEMPTS = 15
 FIRST_RETRY_SECONDS = 2.0
 MAX_RETRY_SECONDS = 600.0
 JOB_STATES_THAT_NOTIFY = frozenset({"succeeded", "failed", "cancelled", "waiting"})
+MAX_URL_CHARS = 2000
+# RFC 3986's characters (unreserved, reserved, and % for escapes): no space, no control character.
+_URI = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# The messages never quote the URL: it is a secret.
+URL_RULE = (
+    f"each webhook must be an http(s) URL of at most {MAX_URL_CHARS} characters, as RFC 3986 "
+    "writes it (no spaces or control characters; a numeric port)"
+)
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Networks = tuple[Network, ...]
+
+
+def check_url(url: str) -> None:
+    """Raise ValueError (without quoting the URL) unless it is an http(s) RFC 3986 URL."""
+    if len(url) > MAX_URL_CHARS or not _URI.fullmatch(url) or _BAD_ESCAPE.search(url):
+        raise ValueError(URL_RULE)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(URL_RULE)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(URL_RULE) from None
+    if port == 0:
+        raise ValueError(URL_RULE)
+
+
+def parse_networks(text: str) -> Networks:
+    """`127.0.0.0/8,10.0.0.0/8` (BATON_WEBHOOK_ALLOWED_NETWORKS) as networks."""
+    return tuple(
+        ipaddress.ip_network(part.strip(), strict=False) for part in text.split(",") if part.strip()
+    )
+
+
+def destination_allowed(address: str, allowed: Networks) -> bool:
+    """Public addresses, and those in the networks the operator allowed; nothing else."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in allowed) or ip.is_global
+
+
+def literal_address(url: str) -> str | None:
+    """The URL's host when it is an IP address (checked at submit), else None (a name)."""
+    host = urlsplit(url).hostname or ""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return None
 
 
 class NotifySpec(BaseModel):
@@ -27,10 +81,7 @@ class NotifySpec(BaseModel):
     @classmethod
     def _http_urls(cls, urls: list[str]) -> list[str]:
         for url in urls:
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname or len(url) > 2000:
-                # The message must not quote the URL: it is a secret.
-                raise ValueError("each webhook must be an http(s) URL of at most 2000 characters")
+            check_url(url)
         return urls
 
 

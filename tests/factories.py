@@ -26,6 +26,7 @@ from orchestrator.service import build_services, prestart
 from orchestrator.spec import JobSpec
 from tests.kaggle_emulator import Emulator, start_emulator
 from tests.kaggle_emulator.client import point_at
+from tests.support.databases import seed_migrated
 from tests.support.supervisors import wait_for_supervisors
 from worker.kaggle_access.client import ClientFactory
 
@@ -91,6 +92,7 @@ def running_api(
 ) -> Iterator[TestClient]:
     """The app with its reconcile loop, after the prestart step, as `baton serve` runs it;
     `clock` is the engine's (a test shares one with the emulator to jump to a quota refresh)."""
+    seed_migrated(settings)
     prestart(settings)
     extra = {"kaggle_clients": emulator_clients(kaggle_url)} if kaggle_url else {}
     services = build_services(settings, embedded_loop=embedded_loop, clock=clock, **extra)
@@ -106,6 +108,7 @@ def running_api(
 @contextmanager
 def live_server(settings: Settings, *, embedded_loop: bool = True) -> Iterator[str]:
     """A real HTTP server on an ephemeral port, as `baton serve` runs it; yields its URL."""
+    seed_migrated(settings)
     prestart(settings)
     services = build_services(settings, embedded_loop=embedded_loop)
     listener = socket.socket()

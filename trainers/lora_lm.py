@@ -16,7 +16,6 @@ Config keys: those of AccelerateCausalLM, plus
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,7 +23,7 @@ from torch import Tensor
 
 from trainers.accelerate_lm import AccelerateCausalLM
 from trainers.causal_lm import build_causal_lm
-from worker.trainer import TRAINER_STATE_FILE
+from worker.trainer import Trainer
 
 LORA_DEFAULTS: dict[str, Any] = {
     "r": 8,
@@ -101,16 +100,10 @@ class LoraCausalLM(AccelerateCausalLM):
         self.scheduler.load_state_dict(state["scheduler"])
         self.sampler.load_state_dict(state["sampler"])
 
-    def write_state(self, directory: Path, state: dict[str, Any]) -> None:
-        # Adapters and their optimizer state only: the frozen base is rebuilt, never saved.
-        if self.ctx.rank == 0:
-            torch.save(state, directory / TRAINER_STATE_FILE)
-
-    def read_state(self, directory: Path) -> dict[str, Any]:
-        state: dict[str, Any] = torch.load(
-            directory / TRAINER_STATE_FILE, map_location="cpu", weights_only=True
-        )
-        return state
+    # Adapters and their optimizer state only, in the base Trainer's one rank-0 file, not
+    # AccelerateCausalLM's save_state, which would save the frozen base model too.
+    write_state = Trainer.write_state
+    read_state = Trainer.read_state
 
     def adapter_tensors(self) -> Mapping[str, Tensor]:
         from peft import get_peft_model_state_dict

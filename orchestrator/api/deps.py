@@ -3,53 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated
 
-from anyio import CapacityLimiter
 from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import InternalError, OperationalError
 
 from orchestrator.auth import record_use, token_for
-from orchestrator.config import Settings
-from orchestrator.db import Database
-from orchestrator.engine import Engine
-from orchestrator.models import ApiToken, Job, User, utcnow
-from orchestrator.notifier import NotifierLoop
-from orchestrator.quota_cache import QuotaCache
-from orchestrator.reconciler import ReconcileLoop
-from orchestrator.secret_box import SecretBox
-from orchestrator.trainer_lookup import TrainerFinder
-
-
-@dataclass
-class Services:
-    settings: Settings
-    db: Database
-    engine: Engine
-    loop: ReconcileLoop | None
-    # Encrypts and decrypts stored credentials (orchestrator/credentials.py).
-    secret_box: SecretBox
-    # Checks a submitted trainer without importing it (orchestrator/trainer_lookup.py).
-    trainers: TrainerFinder
-    # At scale: sends a Celery reconcile for (job id, backend) (orchestrator/celery_app.py).
-    enqueue: Callable[[str, str], None] | None = None
-    # Sends webhook notifications on its own thread (orchestrator/notifier.py).
-    notifier: NotifierLoop | None = None
-    # The Kaggle quota last seen per user, for ETAs (orchestrator/quota_cache.py).
-    quota_seen: QuotaCache = field(default_factory=QuotaCache)
-    # Threads for requests that wait on Kaggle, apart from the few (BATON_API_THREADS) that serve
-    # the database: a slow Kaggle must not stall every other request.
-    outbound_calls: CapacityLimiter = field(default_factory=lambda: CapacityLimiter(16))
-
-    def nudge(self, job: Job) -> None:
-        """After a commit: have the job looked at now rather than on the next tick."""
-        if self.loop is not None:
-            self.loop.wake()
-        if self.enqueue is not None:
-            self.enqueue(job.id, job.backend)
+from orchestrator.models import ApiToken, User, utcnow
+from orchestrator.service import Services
 
 
 async def get_services(request: Request) -> Services:
@@ -70,18 +33,38 @@ class Caller:
     user: User
 
 
+def client_address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def refuse_if_throttled(services: Services, client: str) -> None:
+    """429 with Retry-After while this client has failed to authenticate too often."""
+    wait = services.auth_failures.retry_after(client)
+    if wait is not None:
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            f"too many failed authentications from this address; retry in {wait} s",
+            headers={"Retry-After": str(wait)},
+        )
+
+
 def current_caller(
+    request: Request,
     services: ServicesDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
     """The caller's live token and its user, in one query; the token's use is recorded at most
-    once a minute, so a read stays a read."""
+    once a minute, so a read stays a read. Failures are throttled per client address."""
     found = None
     now = utcnow()
+    client = client_address(request)
+    refuse_if_throttled(services, client)
     if credentials is not None:
-        with services.db.transaction() as session:
+        with services.db.reading() as session:
             found = token_for(session, credentials.credentials, now)
     if found is None:
+        if credentials is not None:  # a missing token is a mistake, a wrong one a guess
+            services.auth_failures.failed(client)
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             "missing, invalid, expired or revoked API token",

@@ -121,8 +121,9 @@ class Backend(Protocol):
         """Accelerator time left, or None where there is no quota."""
         ...
 
-    def log(self, handle: str) -> str | None:
-        """The session's log as far as this side can see it, or None."""
+    def log(self, handle: str, tail: int) -> str | None:
+        """The last `tail` characters of the session's log as far as this side can see it
+        (read from the end), or None."""
         ...
 
     def progress(self, handle: str) -> dict[str, Any] | None:

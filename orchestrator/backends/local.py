@@ -20,6 +20,7 @@ from orchestrator.backends.base import (
     Slot,
     Transient,
 )
+from orchestrator.backends.log_tail import last_line, read_tail
 from orchestrator.backends.sessions import (
     SessionBusy,
     SessionState,
@@ -149,7 +150,7 @@ class LocalBackend:
             # Users read one line; the traceback is in the segment's log, which only they read.
             problem = (
                 f"the session ended (exit code {ended.exit_code}) without a usable result: "
-                f"{one_line(_last_line(root))}"
+                f"{one_line(last_line(SessionPaths(root).log))}"
             )
             return Collected(None, None, None, seconds, one_line(problem))
         if not result.committed:
@@ -179,9 +180,9 @@ class LocalBackend:
     def progress(self, handle: str) -> dict[str, Any] | None:
         return _read_heartbeat(SessionPaths(self._root(handle)).heartbeat)
 
-    def log(self, handle: str) -> str | None:
+    def log(self, handle: str, tail: int) -> str | None:
         try:
-            return SessionPaths(self._root(handle)).log.read_text(errors="replace")
+            return read_tail(SessionPaths(self._root(handle)).log, tail)
         except OSError:
             return None
 
@@ -192,12 +193,3 @@ def _read_heartbeat(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def _last_line(root: Path, limit: int = 4000) -> str:
-    """The log's last non-empty line: for a crash, the exception."""
-    try:
-        lines = SessionPaths(root).log.read_text(errors="replace")[-limit:].strip().splitlines()
-    except OSError:
-        return "no log"
-    return lines[-1] if lines else "no output"

@@ -7,24 +7,21 @@ import re
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from typer.core import TyperGroup
 
-from orchestrator.api.routes.credentials import KaggleCredentialsOut
-from orchestrator.api.routes.tokens import NewToken, TokenIn, TokenOut
-from orchestrator.auth import issue_token
 from orchestrator.cli import render
 from orchestrator.cli.context import connect
-from orchestrator.cli.errors import CliError
-from orchestrator.cli.settings import KEYS, config_path, read_config, write_config
-from orchestrator.config import Settings
-from orchestrator.credentials import KaggleCredentialsIn
-from orchestrator.db import Database
-from orchestrator.models import utcnow
-from orchestrator.service import prestart
+from orchestrator.cli.errors import CliError, operator_errors
+from orchestrator.cli.settings import KEYS, check_url, config_path, read_config, write_config
+from orchestrator.clock import utcnow
+
+if TYPE_CHECKING:
+    from orchestrator.wire import TokenIn
+
+# The wire models (and pydantic) are imported inside the commands that send or read them.
 
 
 class _CreateByDefault(TyperGroup):
@@ -64,6 +61,10 @@ def parse_expiry(value: str, now: datetime) -> datetime:
 
 def _token_request(label: str, expires: str | None) -> TokenIn:
     """The API's own model checks the label and the expiry (in the future, under 10 years)."""
+    from pydantic import ValidationError
+
+    from orchestrator.wire import TokenIn
+
     expires_at = parse_expiry(expires, utcnow()) if expires is not None else None
     try:
         return TokenIn(name=label, expires_at=expires_at)
@@ -91,6 +92,8 @@ def token_create(
     ] = None,
 ) -> None:
     """Print a new API token, once: for USER (on the server's machine) or for yourself."""
+    from orchestrator.wire import NewToken
+
     request = _token_request(label, expires)
     if user is None:
         with connect(ctx) as client:
@@ -99,8 +102,15 @@ def token_create(
             )
         print(created.token)
         return
+    # On the server's machine: its own database, loaded only for this form of the command.
+    from orchestrator.auth import issue_token
+    from orchestrator.config import Settings
+    from orchestrator.db import Database
+    from orchestrator.service import prestart
+
     settings = Settings()
-    prestart(settings)
+    with operator_errors():
+        prestart(settings)
     db = Database(settings.resolved_database_url)
     try:
         with db.transaction() as session:
@@ -117,6 +127,8 @@ def token_list(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON for scripts")] = False,
 ) -> None:
     """Your API tokens (ids and names; never the tokens)."""
+    from orchestrator.wire import TokenOut
+
     with connect(ctx) as client:
         rows: list[TokenOut] = client.call("GET", "/api/v1/tokens", list[TokenOut])
     if as_json:
@@ -130,11 +142,19 @@ def token_list(
         )
 
 
+_TOKEN_ID = re.compile(r"^t[0-9a-f]{12}$")
+
+
 @token_app.command("revoke")
 def token_revoke(
     ctx: typer.Context, token_id: Annotated[str, typer.Argument(help="the token's id")]
 ) -> None:
     """Revoke one of your API tokens by its id (`baton token list`)."""
+    if not _TOKEN_ID.match(token_id):
+        # Perhaps the token itself: never echoed, never sent.
+        raise CliError(
+            "give the token's id (like t0123456789ab, from `baton token list`), not the token"
+        )
     with connect(ctx) as client:
         client.request("DELETE", f"/api/v1/tokens/{token_id}")
     print(f"revoked token {token_id}")
@@ -161,6 +181,10 @@ def kaggle_credentials(
     ] = None,
 ) -> None:
     """Store your Kaggle user name and API key (the key is read from stdin or a file)."""
+    from pydantic import ValidationError
+
+    from orchestrator.wire import KaggleCredentialsIn, KaggleCredentialsOut
+
     try:
         body = KaggleCredentialsIn(username=username, key=_read_key(key_file))
     except ValidationError as exc:
@@ -205,6 +229,8 @@ def config_set(
         value = getpass.getpass("API token: ") if sys.stdin.isatty() else sys.stdin.read()
     elif value is None:
         raise CliError("give the URL: baton config set url http://HOST:PORT")
+    else:
+        value = check_url(value)
     path = config_path()
     values: dict[str, Any] = read_config(path)
     values[key] = value.strip()

@@ -6,9 +6,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from orchestrator.api.schemas import CheckpointOut
 from orchestrator.cli.client import BatonClient
 from orchestrator.cli.errors import CliError
+from orchestrator.wire import CheckpointOut
 from worker.boundary.paths import MANIFEST_FILE
 
 _CHUNK = 1 << 20
@@ -50,7 +50,7 @@ def _fetch(client: BatonClient, job_id: str, step: int, name: str, path: Path, s
     headers = {"Range": f"bytes={have}-"} if have else None
     with client.stream("GET", url, headers=headers) as response:
         # 206: the server resumed from `have`; 200: it sent the whole file.
-        mode = "ab" if response.status_code == 206 else "wb"
+        mode = "ab" if response.status == 206 else "wb"
         with open(path, mode) as f:
-            for chunk in response.iter_bytes(_CHUNK):
+            for chunk in client.chunks(response, _CHUNK):
                 f.write(chunk)

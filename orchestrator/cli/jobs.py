@@ -1,41 +1,47 @@
-"""Commands over a user's jobs: submit, list, show, watch, logs, actions, checkpoints, download."""
+"""Commands over a user's jobs: submit, list, show, watch, logs, actions, checkpoints, download.
+
+The API's wire models are imported inside each command: pydantic and the models cost about a
+twentieth of a second, which `baton --help` does without.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 import tomllib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-import yaml
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from orchestrator.api.schemas import (
-    CheckpointOut,
-    EventOut,
-    JobList,
-    JobOut,
-    QuotaOut,
-    SegmentOut,
-)
 from orchestrator.cli import render
-from orchestrator.cli.client import BatonClient
 from orchestrator.cli.context import connect
-from orchestrator.cli.download import download_checkpoint
 from orchestrator.cli.errors import CliError
 from orchestrator.lifecycle import FINISHED_JOB_STATES, JobState
+
+if TYPE_CHECKING:
+    from orchestrator.cli.client import BatonClient
+    from orchestrator.wire import JobOut, SegmentOut
 
 JobArg = Annotated[str, typer.Argument(help="the job id")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON for scripts")]
 IntervalOpt = Annotated[float, typer.Option(help="seconds between two looks", min=0.05)]
 FINISHED = frozenset(state.value for state in FINISHED_JOB_STATES)
+STATES = tuple(state.value for state in JobState)
+# While the server is unreachable, `watch` looks again after 0.5 s, then twice as long each
+# time, up to this.
+RECONNECT_CAP_SECONDS = 5.0
+T = TypeVar("T")
 
 
 def read_spec(path: Path) -> dict[str, Any]:
     """A YAML, JSON (a YAML subset) or TOML spec file as a dict; the server validates it."""
+    import yaml  # here: only submit reads a spec
+
     try:
         text = path.read_text()
     except OSError as exc:
@@ -50,8 +56,14 @@ def read_spec(path: Path) -> dict[str, Any]:
     return data
 
 
+def job_page(client: BatonClient, job_id: str) -> str:
+    return f"{client.url}/ui/jobs/{job_id}"
+
+
 def follow(client: BatonClient, job_id: str, interval: float = 0.5) -> int:
     """Print the job's events as they happen until it finishes; 0 if it succeeded."""
+    from orchestrator.wire import EventOut, JobOut
+
     last = 0
     while True:
         events = client.call(
@@ -67,8 +79,39 @@ def follow(client: BatonClient, job_id: str, interval: float = 0.5) -> int:
         time.sleep(interval)
 
 
+def reconnecting(
+    look: Callable[[], T], say: Callable[[str], None], sleep: Callable[[float], None] = time.sleep
+) -> T:
+    """`look()`, again and again while the server cannot be reached (it is restarting), waiting
+    0.5 s, then twice as long each time up to RECONNECT_CAP_SECONDS; says so once per outage."""
+    from orchestrator.cli.client import ServerUnreachable
+
+    wait = 0.5
+    told = False
+    while True:
+        try:
+            answer = look()
+        except ServerUnreachable as exc:
+            if not told:
+                say(f"{exc}; reconnecting…")
+                told = True
+            sleep(wait)
+            wait = min(wait * 2, RECONNECT_CAP_SECONDS)
+            continue
+        if told:
+            say("reconnected")
+        return answer
+
+
 def watch_progress(client: BatonClient, job_id: str, interval: float = 1.0) -> int:
-    """A live bar across segments with the session's deadline and the ETA; 0 if it succeeded."""
+    """A live bar across segments with the session's deadline and the ETA; 0 if it succeeded.
+
+    Survives a server restart: while the server is unreachable it says "reconnecting…" and
+    looks again with backoff, then goes on from the last event it printed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from orchestrator.wire import EventOut, JobOut, SegmentOut
+
     last = 0
     job = client.call("GET", f"/api/v1/jobs/{job_id}", JobOut)
     columns = (
@@ -79,14 +122,23 @@ def watch_progress(client: BatonClient, job_id: str, interval: float = 1.0) -> i
     )
     with Progress(*columns, console=render.console, transient=False) as bar:
         task = bar.add_task(job.name, total=job.total_steps, detail="")
-        while True:
-            for event in client.call(
+
+        def say(line: str) -> None:
+            bar.console.print(line, markup=False)
+
+        def look() -> tuple[list[EventOut], JobOut, list[SegmentOut]]:
+            events = client.call(
                 "GET", f"/api/v1/jobs/{job_id}/events", list[EventOut], params={"after": last}
-            ):
-                last = event.id
-                bar.console.print(render.event_line(event), markup=False)
-            job = client.call("GET", f"/api/v1/jobs/{job_id}", JobOut)
+            )
+            found = client.call("GET", f"/api/v1/jobs/{job_id}", JobOut)
             segments = client.call("GET", f"/api/v1/jobs/{job_id}/segments", list[SegmentOut])
+            return events, found, segments
+
+        while True:
+            events, job, segments = reconnecting(look, say)
+            for event in events:
+                last = event.id
+                say(render.event_line(event))
             done = job.progress.step if job.progress else job.steps_done
             bar.update(
                 task,
@@ -101,6 +153,16 @@ def watch_progress(client: BatonClient, job_id: str, interval: float = 1.0) -> i
     return 0 if job.state == JobState.SUCCEEDED else 1
 
 
+@contextmanager
+def detachable(job_id: str) -> Iterator[None]:
+    """Ctrl-C stops watching, not the job: say so, and how to come back (exit 130)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"\ndetached; re-attach with baton watch {job_id}", file=sys.stderr)
+        raise typer.Exit(130) from None
+
+
 def _bar_label(job: JobOut, segments: list[SegmentOut]) -> str:
     running = [s for s in segments if s.state in ("launching", "running")]
     if not running:
@@ -113,46 +175,94 @@ def _bar_label(job: JobOut, segments: list[SegmentOut]) -> str:
     return label
 
 
+def _check_kaggle_credentials(client: BatonClient, body: dict[str, Any]) -> None:
+    """A Kaggle job needs the user's Kaggle credentials on the server: say how to store them."""
+    from orchestrator.cli.client import Refused
+    from orchestrator.wire import KaggleCredentialsOut
+
+    if body.get("backend") != "kaggle":
+        return
+    try:
+        client.call("GET", "/api/v1/credentials/kaggle", KaggleCredentialsOut)
+    except Refused as exc:
+        if exc.status != 404:
+            raise
+        raise CliError(
+            "a Kaggle job needs your Kaggle credentials on the server first: "
+            "baton kaggle-credentials --username YOUR_KAGGLE_NAME (the key is read from stdin)"
+        ) from None
+
+
 def submit(
     ctx: typer.Context,
     spec: Annotated[Path, typer.Argument(help="a YAML, TOML or JSON spec file")],
     watch: Annotated[bool, typer.Option("--watch", "--wait", help="follow it to the end")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Submit a job spec."""
+    """Submit a job spec; prints the job and its page on the status page."""
+    from orchestrator.wire import JobOut
+
     body = read_spec(spec)
     with connect(ctx) as client:
+        _check_kaggle_credentials(client, body)
         job = client.call("POST", "/api/v1/jobs", JobOut, body=body)
-        if as_json:
-            render.print_json(job)
-        else:
-            render.console.print(render.job_summary(job))
-        for warning in job.warnings:
-            render.console.print(f"[yellow]warning:[/] {warning}")
-        if watch and watch_progress(client, job.id) != 0:
-            raise typer.Exit(1)
+        # From here on the job exists: Ctrl-C while watching it only detaches.
+        with detachable(job.id) if watch else nullcontext():
+            if as_json:
+                render.print_json(job)
+            else:
+                render.console.print(render.job_summary(job))
+                render.console.print(f"page: {job_page(client, job.id)}", markup=False)
+            for warning in job.warnings:
+                render.console.print(f"[yellow]warning:[/] {warning}")
+            code = watch_progress(client, job.id) if watch else 0
+    if code:
+        raise typer.Exit(code)
+
+
+def _job_state(value: str | None) -> str | None:
+    """A state name, checked here so that a wrong one is one line that lists the right ones."""
+    if value is None or value in STATES:
+        return value
+    raise CliError(f"--state {value!r} is not a job state: use one of {', '.join(STATES)}")
 
 
 def jobs(
     ctx: typer.Context,
-    state: Annotated[JobState | None, typer.Option(help="only jobs in this state")] = None,
+    state: Annotated[
+        str | None,
+        typer.Option(help=f"only jobs in this state: {', '.join(STATES)}"),
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, max=500)] = 100,
+    cursor: Annotated[
+        str | None, typer.Option(help="start after this page (the cursor a page printed)")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List your jobs, newest first."""
+    from orchestrator.wire import JobList
+
     params: dict[str, object] = {"limit": limit}
-    if state is not None:
-        params["state"] = state.value
+    chosen = _job_state(state)
+    if chosen is not None:
+        params["state"] = chosen
+    if cursor is not None:
+        params["cursor"] = cursor
     with connect(ctx) as client:
         listing = client.call("GET", "/api/v1/jobs", JobList, params=params)
     if as_json:
         render.print_json(listing)
-    else:
-        render.console.print(render.jobs_table(listing.items))
+        return
+    render.console.print(render.jobs_table(listing.items))
+    if listing.next_cursor is not None:
+        # Unwrapped, so that the line can be copied whatever the terminal's width.
+        render.console.print(f"more: baton jobs --cursor {listing.next_cursor}", soft_wrap=True)
 
 
 def show(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
-    """A job and its segments."""
+    """A job and its segments, with each session's start-up, load, train and save seconds."""
+    from orchestrator.wire import JobOut, SegmentOut
+
     with connect(ctx) as client:
         found = client.call("GET", f"/api/v1/jobs/{job}", JobOut)
         segments = client.call("GET", f"/api/v1/jobs/{job}/segments", list[SegmentOut])
@@ -170,8 +280,9 @@ def show(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
 def watch(ctx: typer.Context, job: JobArg, interval: IntervalOpt = 1.0) -> None:
     """A live progress bar until the job finishes, with the session's deadline and the ETA.
 
-    Exits 0 if the job succeeded, 1 if it failed or was cancelled."""
-    with connect(ctx) as client:
+    Reconnects if the server restarts. Exits 0 if the job succeeded, 1 if it failed or was
+    cancelled; Ctrl-C detaches and leaves the job running."""
+    with connect(ctx) as client, detachable(job):
         code = watch_progress(client, job, interval)
     if code:
         raise typer.Exit(code)
@@ -185,6 +296,8 @@ def logs(
     interval: IntervalOpt = 1.0,
 ) -> None:
     """A segment's session log (local sessions: live)."""
+    from orchestrator.wire import SegmentOut
+
     with connect(ctx) as client:
         if segment is None:
             segments = client.call("GET", f"/api/v1/jobs/{job}/segments", list[SegmentOut])
@@ -195,7 +308,7 @@ def logs(
         while True:
             text = client.request(
                 "GET", f"/api/v1/jobs/{job}/segments/{segment}/log", params={"tail": 1_000_000}
-            ).text
+            ).data.decode(errors="replace")
             print(text[shown:], end="", flush=True)
             shown = len(text)
             if not follow_log:
@@ -206,9 +319,54 @@ def logs(
             time.sleep(interval)
 
 
-def cancel(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
-    """Cancel a job; a running session is killed and its unsaved steps are lost."""
-    _act(ctx, job, "cancel", as_json)
+def _kept(client: BatonClient, job: str) -> str:
+    """What a cancelled job keeps: its committed checkpoints, downloadable."""
+    from orchestrator.wire import CheckpointOut
+
+    rows = client.call("GET", f"/api/v1/jobs/{job}/checkpoints", list[CheckpointOut])
+    if not rows:
+        return "no checkpoint was committed, so no weights are kept"
+    return (
+        f"its {len(rows)} kept checkpoint(s), up to step {rows[-1].step}, stay downloadable "
+        f"(baton download {job})"
+    )
+
+
+def cancel(
+    ctx: typer.Context,
+    job: JobArg,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Cancel a job, after asking: a running session is killed and its unsaved steps are lost;
+    the committed checkpoints are kept."""
+    from orchestrator.wire import JobOut
+
+    with connect(ctx) as client:
+        found = client.call("GET", f"/api/v1/jobs/{job}", JobOut)
+        kept = _kept(client, job)
+        # A finished job is not asked about: the server answers why it cannot be cancelled.
+        if not yes and found.state not in FINISHED:
+            render.console.print(
+                f"Cancel {found.id} ({found.name}, {found.state}, {render.steps(found)} steps)? "
+                f"A running session is killed and steps since its last checkpoint are lost; "
+                f"{kept}.",
+                markup=False,
+            )
+            try:
+                confirmed = typer.confirm("Cancel it?", default=False)
+            except typer.Abort:
+                raise CliError(
+                    "not cancelled: no answer (pass --yes to skip the question)"
+                ) from None
+            if not confirmed:
+                raise CliError(f"not cancelled: {found.id} is left as it was")
+        cancelled = client.call("POST", f"/api/v1/jobs/{job}/cancel", JobOut)
+    if as_json:
+        render.print_json(cancelled)
+        return
+    render.console.print(render.job_summary(cancelled))
+    render.console.print(f"kept: {kept}", markup=False)
 
 
 def pause(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
@@ -222,6 +380,8 @@ def resume(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
 
 
 def _act(ctx: typer.Context, job: str, action: str, as_json: bool) -> None:
+    from orchestrator.wire import JobOut
+
     with connect(ctx) as client:
         found = client.call("POST", f"/api/v1/jobs/{job}/{action}", JobOut)
     if as_json:
@@ -231,7 +391,9 @@ def _act(ctx: typer.Context, job: str, action: str, as_json: bool) -> None:
 
 
 def checkpoints(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
-    """A job's committed checkpoints: step, size and digest."""
+    """A job's kept checkpoints (those whose files can be downloaded): step, size and digest."""
+    from orchestrator.wire import CheckpointOut
+
     with connect(ctx) as client:
         rows = client.call("GET", f"/api/v1/jobs/{job}/checkpoints", list[CheckpointOut])
     if as_json:
@@ -247,6 +409,9 @@ def download(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="directory")] = None,
 ) -> None:
     """Download a checkpoint, resuming partial files, and verify every file's sha256."""
+    from orchestrator.cli.download import download_checkpoint
+    from orchestrator.wire import CheckpointOut
+
     with connect(ctx) as client:
         rows = client.call("GET", f"/api/v1/jobs/{job}/checkpoints", list[CheckpointOut])
         chosen = [row for row in rows if step is None or row.step == step]
@@ -263,6 +428,8 @@ def download(
 
 def quota(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Accelerator time left on your Kaggle account."""
+    from orchestrator.wire import QuotaOut
+
     with connect(ctx) as client:
         rows = client.call("GET", "/api/v1/quota", list[QuotaOut])
     if as_json:

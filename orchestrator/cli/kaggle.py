@@ -8,27 +8,30 @@ the Kaggle backend reads it for jobs on that account.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from orchestrator.backends.kaggle.findings import AccountFindings
-from orchestrator.backends.kaggle.preflight import Outcome, Preflight, Report
 from orchestrator.cli import render
 from orchestrator.cli.account import _read_key
-from orchestrator.config import Settings
-from worker.kaggle_access.client import KaggleAccount
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from orchestrator.backends.kaggle.preflight import Report
 
 kaggle_app = typer.Typer(help="Kaggle: check what works on your account.")
 
-_STYLE = {Outcome.OK: "green", Outcome.WARN: "yellow", Outcome.FAIL: "red"}
-
 
 def report_table(report: Report) -> Table:
+    from rich.table import Table
+
+    from orchestrator.backends.kaggle.preflight import Outcome
+
+    style = {Outcome.OK: "green", Outcome.WARN: "yellow", Outcome.FAIL: "red"}
     table = Table("check", "result", "detail")
     for check in report.checks:
-        table.add_row(check.name, f"[{_STYLE[check.outcome]}]{check.outcome}[/]", check.detail)
+        table.add_row(check.name, f"[{style[check.outcome]}]{check.outcome}[/]", check.detail)
     return table
 
 
@@ -44,6 +47,12 @@ def check(
 
     Takes a few minutes; it deletes what it creates and stores its findings for Baton.
     """
+    # The Kaggle client and the preflight load only for this command.
+    from orchestrator.backends.kaggle.findings import AccountFindings
+    from orchestrator.backends.kaggle.preflight import Preflight
+    from orchestrator.config import Settings
+    from worker.kaggle_access.client import KaggleAccount
+
     settings = Settings()
     account = KaggleAccount(username, _read_key(key_file), timeout_seconds=60)
     findings = AccountFindings.for_account(settings.data_dir / "kaggle", username)

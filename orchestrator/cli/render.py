@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, TypeAdapter
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.api.schemas import CheckpointOut, EventOut, JobOut, QuotaOut, SegmentOut
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from orchestrator.wire import (
+        CheckpointOut,
+        EventOut,
+        JobOut,
+        JobSummary,
+        QuotaOut,
+        SegmentOut,
+    )
 
 console = Console(highlight=False)
 
@@ -25,6 +35,8 @@ STATE_STYLES = {
 
 
 def print_json(value: BaseModel | Sequence[BaseModel]) -> None:
+    from pydantic import TypeAdapter
+
     # Plain print: Rich would wrap long lines and break the JSON.
     data = TypeAdapter(type(value)).dump_json(value, indent=2)
     print(data.decode())
@@ -34,13 +46,13 @@ def state(value: str) -> str:
     return f"[{STATE_STYLES.get(value, 'white')}]{value}[/]"
 
 
-def steps(job: JobOut) -> str:
+def steps(job: JobSummary) -> str:
     done = job.progress.step if job.progress else job.steps_done
     mark = "~" if job.progress and job.progress.estimated else ""
     return f"{mark}{done}/{job.total_steps}"
 
 
-def jobs_table(jobs: Sequence[JobOut]) -> Table:
+def jobs_table(jobs: Sequence[JobSummary]) -> Table:
     table = Table(box=None, header_style="bold")
     for column in ("id", "name", "state", "steps", "eta", "reason"):
         table.add_column(column)
@@ -73,7 +85,18 @@ def _seconds(value: float | None) -> str:
 
 def segments_table(segments: Sequence[SegmentOut]) -> Table:
     table = Table(box=None, header_style="bold")
-    for column in ("seg", "state", "outcome", "steps", "startup s", "train s", "save s", "error"):
+    columns = (
+        "seg",
+        "state",
+        "outcome",
+        "steps",
+        "startup s",
+        "load s",
+        "train s",
+        "save s",
+        "error",
+    )
+    for column in columns:
         table.add_column(column, justify="right" if column.endswith(" s") else "left")
     for seg in segments:
         timings = seg.timings
@@ -84,6 +107,7 @@ def segments_table(segments: Sequence[SegmentOut]) -> Table:
             seg.outcome or "",
             f"{seg.start_step}-{end}",
             _seconds(timings.startup if timings else None),
+            _seconds(timings.load if timings else None),
             _seconds(timings.train if timings else None),
             _seconds(timings.save if timings else None),
             (seg.error or "").strip().splitlines()[-1][:60] if seg.error else "",

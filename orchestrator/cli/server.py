@@ -8,24 +8,20 @@ import threading
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-import uvicorn
-from uvicorn.supervisors import Multiprocess
 
-from orchestrator.api.main import create_app
-from orchestrator.api.schemas import JobOut, SegmentOut
 from orchestrator.cli import render
-from orchestrator.cli.client import BatonClient
-from orchestrator.cli.errors import CliError
+from orchestrator.cli.errors import CliError, operator_errors
 from orchestrator.cli.jobs import follow, read_spec
-from orchestrator.config import Settings
-from orchestrator.credentials import rotate_all
-from orchestrator.db import Database
-from orchestrator.migrate import upgrade
-from orchestrator.service import APP_FACTORY, build_secret_box, build_services, prestart
-from orchestrator.spec import JobSpec
+
+if TYPE_CHECKING:
+    from orchestrator.config import Settings
+    from orchestrator.spec import JobSpec
+
+# These commands run the server itself: each imports the server side (the API, the database,
+# uvicorn) inside its body, so that the rest of the CLI never loads it.
 
 
 def admin_token(settings: Settings) -> str:
@@ -46,15 +42,32 @@ def serve(
     ] = 1,
 ) -> None:
     """Run the API, the status page and the embedded reconcile loop."""
+    with operator_errors():
+        _serve(host, port, workers)
+
+
+def _serve(host: str, port: int, workers: int) -> None:
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from orchestrator.api.main import APP_FACTORY, create_app
+    from orchestrator.auth import check_admin_token
+    from orchestrator.cli.live_server import announce
+    from orchestrator.config import Settings
+    from orchestrator.service import build_services, prestart
+
     settings = Settings()
     if workers > 1 and settings.reconciler != "celery":
         raise CliError(
             "--workers above 1 needs BATON_RECONCILER=celery: "
             "the embedded reconcile loop runs in exactly one process"
         )
+    if settings.admin_token is not None:  # a weak one stops the start, before anything opens
+        check_admin_token(settings.admin_token.get_secret_value())
     # The port first: a second `baton serve` whose port is taken must not start reconciling.
     listener = bind_listener(host, port)
     prestart(settings)
+    announce(settings.data_dir)  # so `baton token NAME` here finds this server's database
     print(f"Baton on http://{host}:{port}  (data: {settings.data_dir})", flush=True)
     print(f"Status page: http://{host}:{port}/ui  (sign in with an API token)", flush=True)
     if settings.admin_token is None:
@@ -87,6 +100,9 @@ def bind_listener(host: str, port: int) -> socket.socket:
 
 def migrate() -> None:
     """Apply database migrations."""
+    from orchestrator.config import Settings
+    from orchestrator.migrate import upgrade
+
     settings = Settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade(settings.resolved_database_url)
@@ -95,15 +111,20 @@ def migrate() -> None:
 
 def rotate_secret_keys() -> None:
     """Re-encrypt stored credentials under the first key of BATON_SECRET_KEYS."""
-    settings = Settings()
-    prestart(settings)
-    box = build_secret_box(settings)
-    db = Database(settings.resolved_database_url)
-    try:
-        with db.transaction() as session:
-            count = rotate_all(session, box)
-    finally:
-        db.dispose()
+    # The server's existing database, with no start-up step: nothing else is rotated.
+    from orchestrator.cli.live_server import open_server_database, server_settings
+    from orchestrator.credentials import rotate_all
+    from orchestrator.service import build_secret_box
+
+    with operator_errors():
+        settings = server_settings()
+        box = build_secret_box(settings)
+        db = open_server_database(settings)
+        try:
+            with db.transaction() as session:
+                count = rotate_all(session, box)
+        finally:
+            db.dispose()
     print(f"re-encrypted {count} stored credential(s) under the first key of {box.source}")
 
 
@@ -119,8 +140,18 @@ def demo(
     ] = True,
 ) -> None:
     """Serve, submit the demo job, follow it, and check it against an uninterrupted run."""
+    import uvicorn
+
+    from orchestrator.api.main import create_app
+    from orchestrator.cli.client import BatonClient
+    from orchestrator.config import Settings
+    from orchestrator.service import build_services, prestart
+    from orchestrator.spec import JobSpec
+    from orchestrator.wire import JobOut, SegmentOut
+
     settings = Settings()
-    prestart(settings)
+    with operator_errors():
+        prestart(settings)
     server = uvicorn.Server(
         uvicorn.Config(create_app(build_services(settings)), port=port, log_level="warning")
     )

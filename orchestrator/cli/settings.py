@@ -6,19 +6,33 @@ user's config directory; it is written with mode 0600 because it holds a token.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import platformdirs
 
 from orchestrator.cli.errors import CliError
-from orchestrator.config import Settings
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 KEYS = ("url", "token")
+
+
+def check_url(value: str) -> str:
+    """A server URL as the CLI can use it: http(s)://HOST[:PORT][/PATH]."""
+    url = value.strip()
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CliError(f"{value!r} is not a server URL: give http://HOST:PORT or https://HOST")
+    return url.rstrip("/")
 
 
 def config_path() -> Path:
@@ -63,10 +77,15 @@ def resolve_token() -> str:
     token = os.environ.get("BATON_TOKEN") or read_config(config_path()).get("token")
     if token:
         return token
-    token_file = Settings().admin_token_file
-    if token_file.exists():
-        return token_file.read_text().strip()
+    # The admin token file of the server running here (or of BATON_DATA_DIR), if there is one.
+    # Only here, where no token was given: finding the server costs a tenth of a second.
+    from orchestrator.cli.live_server import server_settings
+
+    with contextlib.suppress(CliError):
+        token_file = server_settings().admin_token_file
+        if token_file.exists():
+            return token_file.read_text().strip()
     raise CliError(
-        "no API token: set BATON_TOKEN, run `baton config set token`, "
-        f"or start `baton serve` once to create {token_file}"
+        "no API token: set BATON_TOKEN or run `baton config set token` "
+        "(on the server's machine, `baton token NAME` makes one for NAME)"
     )

@@ -5,15 +5,17 @@ from __future__ import annotations
 import socket
 import sys
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import redis
 import typer
-from prometheus_client import start_http_server
 
-from orchestrator.celery_app import SHARED_QUEUE, DispatchGuard, local_queue
-from orchestrator.config import Settings
-from orchestrator.metrics import process_registry
+from orchestrator.cli.errors import operator_errors
+
+if TYPE_CHECKING:
+    from orchestrator.config import Settings
+
+# Celery, Redis and the config are imported inside each command: the rest of the CLI never
+# loads them.
 
 # The in-memory scheduler: its one entry is an interval, and a beat killed mid-write leaves no
 # schedule file behind to trip over.
@@ -21,11 +23,21 @@ BEAT_ARGV = ["beat", "--scheduler=celery.beat:Scheduler", "--loglevel=INFO"]
 
 
 def worker_argv(
-    settings: Settings, concurrency: int, local: bool, name: str = "baton"
+    settings: Settings,
+    concurrency: int,
+    local: bool,
+    name: str = "baton",
+    notifications: bool = False,
 ) -> list[str]:
     """Threads, not forked children: a reconcile mostly waits on the database and backends,
-    and one process per worker means a killed worker leaves no orphan holding a message."""
+    and one process per worker means a killed worker leaves no orphan holding a message.
+    A notifications worker serves webhook deliveries only, so a receiver never holds an engine
+    worker."""
+    from orchestrator.celery_app import NOTIFY_QUEUE, SHARED_QUEUE, local_queue
+
     queues = [SHARED_QUEUE] + ([local_queue(settings.local_host)] if local else [])
+    if notifications:
+        queues = [NOTIFY_QUEUE]
     return [
         "worker",
         "--pool=threads",
@@ -53,19 +65,35 @@ def worker(
     name: Annotated[
         str, typer.Option(help="node name, unique per host (NAME@host in `celery inspect`)")
     ] = "baton",
+    notifications: Annotated[
+        bool,
+        typer.Option(
+            "--notifications",
+            help="deliver webhook notifications only (their own queue; run one such worker)",
+        ),
+    ] = False,
 ) -> None:
-    """Run a Celery worker that reconciles the jobs beat fans out."""
+    """Run a Celery worker that reconciles the jobs beat fans out (or, with --notifications,
+    one that delivers webhooks)."""
+    from prometheus_client import start_http_server
+
+    from orchestrator.config import Settings
+    from orchestrator.metrics import process_registry
+
     settings = Settings()
+    if notifications:
+        local = False
     if local and settings.local_host != socket.gethostname():
         raise SystemExit(
             f"this host is {socket.gethostname()}, but BATON_LOCAL_HOST is {settings.local_host}: "
             "only workers on that host may drive local sessions (or pass --no-local)"
         )
-    from orchestrator.tasks import app  # builds the Celery app from the environment
+    with operator_errors():
+        from orchestrator.tasks import app  # builds the Celery app from the environment
 
-    if metrics_port:
-        start_http_server(metrics_port, registry=process_registry())
-    app.worker_main(worker_argv(settings, concurrency, local, name))
+        if metrics_port:
+            start_http_server(metrics_port, registry=process_registry())
+        app.worker_main(worker_argv(settings, concurrency, local, name, notifications))
 
 
 def beat(
@@ -75,16 +103,23 @@ def beat(
     max_age: Annotated[float, typer.Option(min=1, help="seconds, for --check")] = 60.0,
 ) -> None:
     """Run Celery beat: every BATON_BEAT_INTERVAL_SECONDS it fans out the jobs due."""
+    from orchestrator.config import Settings
+
     settings = Settings()
     if check:
         raise typer.Exit(check_fan_out(settings, max_age))
-    from orchestrator.tasks import app
+    with operator_errors():
+        from orchestrator.tasks import app
 
-    app.start(BEAT_ARGV)
+        app.start(BEAT_ARGV)
 
 
 def check_fan_out(settings: Settings, max_age: float) -> int:
     """Healthy while fan-outs keep happening: beat sends them and a worker runs them."""
+    import redis
+
+    from orchestrator.celery_app import DispatchGuard
+
     try:
         client = redis.Redis.from_url(settings.broker_url)
         last = DispatchGuard(client, settings.dispatch_guard_seconds).last_fan_out()

@@ -2,15 +2,18 @@
 
 A slot (`Backend.slot`) is a pool of concurrent sessions shared by every job whose backend names
 the same key: one host's local slots, one Kaggle account's GPU sessions. Admission counts the
-active segments holding the key and lets queued jobs in first come, first served, fairly across
-users: each user's oldest waiting job goes before anyone's second. It runs inside the transaction
-that records the launch intent, serialized per key, so two workers never over-admit.
+active segments holding the key and lets queued jobs in fairly across users: the user with the
+fewest jobs running plus admitted ahead goes next, first come first served among equals, so a
+second user's first job takes the next free slot however many the first user queued. It runs
+inside the transaction that records the launch intent, serialized per key, so two workers never
+over-admit.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlalchemy import func, select, text
@@ -27,17 +30,18 @@ class Admission:
     reason: str | None = None  # why not, in words the user sees
 
 
-def fair_order(jobs: list[tuple[str, str]]) -> list[str]:
-    """Job ids in admission order, from (job_id, user_id) pairs oldest first.
+def fair_order(jobs: list[tuple[str, str]], running: Mapping[str, int] | None = None) -> list[str]:
+    """Job ids in admission order, from (job_id, user_id) pairs oldest first and each user's
+    jobs already running in the slot.
 
-    Round-robin over users: every user's first waiting job, then every user's second, and so on,
-    each round in the order the jobs were submitted.
+    A user's k-th waiting job (from 0) ranks as running + k: the user with the smallest share
+    of the slot goes next; among equal shares, the job submitted first.
     """
-    seen: dict[str, int] = defaultdict(int)
+    share: dict[str, int] = defaultdict(int, running or {})
     ranked = []
     for position, (job_id, user_id) in enumerate(jobs):
-        ranked.append((seen[user_id], position, job_id))
-        seen[user_id] += 1
+        ranked.append((share[user_id], position, job_id))
+        share[user_id] += 1
     return [job_id for _, _, job_id in sorted(ranked)]
 
 
@@ -67,7 +71,18 @@ def admit(session: Session, job_id: str, slot: Slot) -> Admission:
         .where(Job.slot_key == slot.key, Job.state == JobState.QUEUED.value)
         .order_by(Job.created_at, Job.id)
     ).all()
-    order = fair_order([(row[0], row[1]) for row in waiting])
+    running = session.execute(
+        select(Job.user_id, func.count(Segment.id))
+        .join(Job, Job.id == Segment.job_id)
+        .where(
+            Segment.slot_key == slot.key,
+            Segment.state.in_([state.value for state in ACTIVE_SEGMENT_STATES]),
+        )
+        .group_by(Job.user_id)
+    ).all()
+    order = fair_order(
+        [(row[0], row[1]) for row in waiting], {user: int(count) for user, count in running}
+    )
     ahead = order.index(job_id) if job_id in order else 0
     if ahead >= free:
         return Admission(False, f"waiting for a free session slot ({ahead} queued ahead)")

@@ -17,6 +17,7 @@ from orchestrator.models import Job, Segment
 from orchestrator.spec import JobSpec
 from orchestrator.transitions import set_job_state
 from worker.boundary.text import TEXT_LIMIT
+from worker.reasons import storable
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,9 @@ def stored_spec(data: dict[str, Any]) -> JobSpec:
 
 
 def clip(text: str | None, limit: int = TEXT_LIMIT) -> str | None:
-    if text is None or len(text) <= limit:
+    if text is None:
+        return None
+    text = storable(text)
+    if len(text) <= limit:
         return text
     return text[: limit - 1] + "…"

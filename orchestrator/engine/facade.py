@@ -34,6 +34,7 @@ from orchestrator.engine.context import (
     clip,
     job_view,
 )
+from orchestrator.engine.idle import park_waiting
 from orchestrator.engine.launch import admit_and_launch, launch
 from orchestrator.engine.watch import watch
 from orchestrator.lifecycle import (
@@ -143,6 +144,11 @@ class Engine:
         )
         with self.db.transaction() as session:
             return list(session.scalars(query))
+
+    def park_waiting(self, job_ids: list[str]) -> list[str]:
+        """Of these due jobs, those waiting for a quota refresh still ahead, with nothing to do:
+        put off until it in one statement (engine/idle.py). The rest need a visit."""
+        return park_waiting(self.db, job_ids, self.clock())
 
     def reconcile_all(self) -> None:
         """Reconcile every due job once (the embedded loop's tick)."""

@@ -4,21 +4,21 @@ private redis-server measures every endpoint and visits every job with beat and 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from sqlalchemy.exc import OperationalError
 
+from tests.benchmarks.conftest import EntryPoint
 from tests.factories import require_services
-from tests.scale.cluster import REPO_ROOT, postgres_schema
+from tests.scale.cluster import postgres_schema
 
 
 @pytest.mark.integration
-def test_a_small_load_run_measures_every_endpoint_and_visits_every_job(tmp_path: Path) -> None:
+def test_a_small_load_run_measures_every_endpoint_and_visits_every_job(
+    entry_point: EntryPoint, tmp_path: Path
+) -> None:
     try:
         if shutil.which("redis-server") is None:
             raise FileNotFoundError("redis-server")
@@ -30,15 +30,11 @@ def test_a_small_load_run_measures_every_endpoint_and_visits_every_job(tmp_path:
         pytest.skip(f"PostgreSQL or redis-server missing: {exc}")
     out = tmp_path / "load.json"
     # fmt: off
-    argv = [
-        sys.executable, "-m", "benchmarks.load", "--jobs", "300", "--rate", "40",
-        "--requests", "40", "--visit-timeout", "240", "--out", str(out),
-    ]
-    # fmt: on
-    ran = subprocess.run(
-        argv, cwd=REPO_ROOT, env=os.environ, capture_output=True, text=True, timeout=600
+    entry_point(
+        "benchmarks.load", "--jobs", "300", "--rate", "40", "--requests", "40",
+        "--visit-timeout", "240", "--out", out,
     )
-    assert ran.returncode == 0, ran.stderr[-3000:]
+    # fmt: on
     record = json.loads(out.read_text())
     for rate in ("4_per_s", "40_per_s"):
         figures = record["api"][rate]

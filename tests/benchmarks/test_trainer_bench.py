@@ -1,8 +1,9 @@
-"""The trainer benchmark's bookkeeping: which rank wrote each checkpoint file."""
+"""The trainer benchmark: which rank wrote each checkpoint file, and its entry point runs."""
 
 import pytest
 
-from benchmarks.trainers import rank_of
+from benchmarks.trainers import CASES, rank_of
+from tests.benchmarks.conftest import EntryPoint
 
 
 @pytest.mark.parametrize(
@@ -21,3 +22,13 @@ from benchmarks.trainers import rank_of
 )
 def test_each_file_counts_for_the_rank_that_wrote_it(name, rank):
     assert rank_of(name) == rank
+
+
+@pytest.mark.timeout(900)
+def test_the_benchmark_measures_every_trainer(entry_point: EntryPoint) -> None:
+    """`python -m benchmarks.trainers` stays runnable: two steps of each trainer, one row each."""
+    table = entry_point("benchmarks.trainers", "--steps", "2", "--no-doc", timeout=840)
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "ranks" not in line]
+    assert [row.split(" | ")[0].removeprefix("| ") for row in rows] == [
+        case.label for case in CASES
+    ]

@@ -10,9 +10,11 @@ from kagglesdk import KaggleClient
 
 from tests.factories import fast_emulator
 from tests.kaggle_emulator import Emulator
+from tests.support.marks import starts_processes
 
 
 @pytest.fixture
+@starts_processes
 def emulator(tmp_path: Path) -> Iterator[Emulator]:
     with fast_emulator(tmp_path / "emulator") as running:
         yield running

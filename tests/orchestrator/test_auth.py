@@ -102,18 +102,20 @@ def test_the_bootstrap_token_cannot_be_revoked_and_a_new_one_retires_it(
     db: Database, tmp_path: Path
 ) -> None:
     with db.transaction() as session:
-        old = ensure_admin_token(session, "bt_configured_old", tmp_path / "admin-token")
+        old = ensure_admin_token(
+            session, "bt_configured_old_0123456789abcdefghij", tmp_path / "admin-token"
+        )
         admin = get_or_create_user(session, ADMIN_USER)
         [row] = list_tokens(session, admin.id)
         with pytest.raises(BootstrapToken) as refused:
             revoke_token(session, admin.id, row.id)
         assert refused.value.args == (row.id,)
     with db.transaction() as session:
-        assert ensure_admin_token(session, "bt_configured_new", tmp_path / "t") == (
-            "bt_configured_new"
-        )
+        assert ensure_admin_token(
+            session, "bt_configured_new_0123456789abcdefghij", tmp_path / "t"
+        ) == ("bt_configured_new_0123456789abcdefghij")
         assert user_for_token(session, old) is None
-        user = user_for_token(session, "bt_configured_new")
+        user = user_for_token(session, "bt_configured_new_0123456789abcdefghij")
         assert user is not None
         assert user.name == ADMIN_USER
 

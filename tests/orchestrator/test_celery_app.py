@@ -22,6 +22,7 @@ from orchestrator.spec import JobSpec
 from orchestrator.tasks import reconcile_lag
 from tests.factories import job_spec, require_services
 from tests.scale.cluster import RedisServer
+from tests.support.marks import starts_processes
 
 
 def test_local_jobs_go_to_their_hosts_queue_and_the_rest_to_any_worker() -> None:
@@ -42,6 +43,7 @@ def test_the_app_acks_late_prefetches_one_and_keeps_no_results(tmp_path: Path) -
 
 
 @pytest.fixture
+@starts_processes
 def redis_client(tmp_path: Path) -> Iterator[redis.Redis]:
     if shutil.which("redis-server") is None:
         if require_services():

@@ -30,6 +30,7 @@ from orchestrator.db import Database
 from orchestrator.models import KaggleCredential, User
 from orchestrator.secret_box import SecretBox, SecretBoxError
 from orchestrator.service import build_services, prestart
+from tests.support.marks import starts_processes
 
 KEY_A = Fernet.generate_key().decode()
 KEY_B = Fernet.generate_key().decode()
@@ -126,6 +127,7 @@ def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
 
 
 @pytest.fixture
+@starts_processes
 def server_url(cli_env: Settings) -> Iterator[str]:
     """A real HTTP server, as `baton serve` runs it, for the commands that use the API."""
     prestart(cli_env)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import logging
 import time
 from collections.abc import Iterator
@@ -14,15 +16,38 @@ import pytest
 from fastapi.testclient import TestClient
 
 from orchestrator import notifier
-from orchestrator.celery_app import NOTIFY_TASK, make_app
+from orchestrator.celery_app import NOTIFY_QUEUE, NOTIFY_TASK, make_app
+from orchestrator.cli.workers import worker_argv
 from orchestrator.config import Settings
 from orchestrator.db import Database
-from orchestrator.notifier import deliver_due_notifications, enqueue_new_events
-from tests.factories import ADMIN_TOKEN, job_spec, live_server
+from orchestrator.notifier import (
+    NOT_DELIVERED,
+    PassReport,
+    deliver_due_notifications,
+    enqueue_new_events,
+)
+from orchestrator.webhook_client import WebhookClient
+from orchestrator.webhooks import parse_networks
+from tests.factories import ADMIN_TOKEN, job_spec, live_server, make_settings, running_api
+from tests.support.hostile_receivers import HostileReceivers
 from tests.support.webhook_receiver import Receiver
 
 SECRET = "s3cr3t-path-token"
 T0 = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
+
+
+# The receivers here listen on loopback, which webhooks may reach only when the operator allows it.
+LOOPBACK = "127.0.0.0/8"
+loopback_client = WebhookClient(parse_networks(LOOPBACK))
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path / "data", webhook_allowed_networks=LOOPBACK)
+
+
+def deliver(db: Database, now: datetime) -> PassReport:
+    return deliver_due_notifications(db, now, post=loopback_client)
 
 
 @pytest.fixture
@@ -58,7 +83,7 @@ def test_one_post_per_event_and_webhook_never_twice(
 ) -> None:
     receiver.start()
     job_id = _cancelled_job(api, receiver.url(), receiver.url("/second"))
-    report = deliver_due_notifications(db, T0)
+    report = deliver(db, T0)
     assert (report.enqueued, report.delivered) == (2, 2)
     assert sorted(receiver.paths) == [f"/hook/{SECRET}", "/second"]
     body = receiver.received[0]
@@ -68,7 +93,7 @@ def test_one_post_per_event_and_webhook_never_twice(
     assert "cancelled" in body["text"]
     assert body["content"] == body["text"]  # Discord reads `content`, Slack `text`
     # Later passes find nothing new: no duplicates.
-    deliver_due_notifications(db, T0 + timedelta(minutes=5))
+    deliver(db, T0 + timedelta(minutes=5))
     assert len(receiver.received) == 2
     kinds = [event["kind"] for event in _events(api, job_id)]
     assert kinds.count("notification_sent") == 2
@@ -80,10 +105,10 @@ def test_a_500_is_retried_with_backoff_and_each_try_is_an_event(
     receiver.codes.extend([500])
     receiver.start()
     job_id = _cancelled_job(api, receiver.url())
-    assert deliver_due_notifications(db, T0).retried == 1
+    assert deliver(db, T0).retried == 1
     # Not due yet: the first retry waits 2 s.
-    assert deliver_due_notifications(db, T0 + timedelta(seconds=1)).delivered == 0
-    assert deliver_due_notifications(db, T0 + timedelta(seconds=3)).delivered == 1
+    assert deliver(db, T0 + timedelta(seconds=1)).delivered == 0
+    assert deliver(db, T0 + timedelta(seconds=3)).delivered == 1
     assert len(receiver.received) == 2
     assert receiver.received[0] == receiver.received[1]
     events = _events(api, job_id)
@@ -99,16 +124,16 @@ def test_nothing_is_lost_while_the_receiver_is_down(
     first = _cancelled_job(api, receiver.url(), name="first")
     now = T0
     for _ in range(4):  # refused connections, with the waits growing between tries
-        deliver_due_notifications(db, now)
+        deliver(db, now)
         now += timedelta(seconds=20)
     second = _cancelled_job(api, receiver.url(), name="second")
-    deliver_due_notifications(db, now)
+    deliver(db, now)
     receiver.start()
-    deliver_due_notifications(db, now + timedelta(minutes=10))
+    deliver(db, now + timedelta(minutes=10))
     assert sorted(body["job_id"] for body in receiver.received) == sorted([first, second])
     retries = [e for e in _events(api, first) if e["kind"] == "notification_retry"]
     assert len(retries) >= 3
-    assert all("unreachable" in e["message"] and "refused" in e["message"] for e in retries)
+    assert all(NOT_DELIVERED in e["message"] for e in retries)
 
 
 def test_webhook_urls_are_never_returned_or_logged_in_full(
@@ -120,7 +145,7 @@ def test_webhook_urls_are_never_returned_or_logged_in_full(
     job_id = _cancelled_job(api, receiver.url())
     now = T0
     for _ in range(16):  # until it gives up
-        deliver_due_notifications(db, now)
+        deliver(db, now)
         now += timedelta(hours=1)
     seen = [
         api.get(f"/api/v1/jobs/{job_id}").text,
@@ -187,6 +212,119 @@ def test_at_scale_beat_sends_a_notifier_pass(tmp_path: Path) -> None:
     conf = make_app(Settings(data_dir=tmp_path, notify_interval_seconds=3)).conf
     entry = conf.beat_schedule["deliver-notifications"]
     assert (entry["task"], entry["schedule"]) == (NOTIFY_TASK, 3)
+    # On their own queue, which only a notifications worker serves: never an engine worker.
+    assert entry["options"]["queue"] == NOTIFY_QUEUE
+    assert conf.task_routes[NOTIFY_TASK] == {"queue": NOTIFY_QUEUE}
+    settings = Settings(data_dir=tmp_path)
+    assert "--queues=baton.notify" in worker_argv(settings, 2, False, notifications=True)
+    for local in (True, False):
+        assert NOTIFY_QUEUE not in " ".join(worker_argv(settings, 2, local))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://h.example/a b",  # a space
+        "http://h.example/a\x00b",  # NUL
+        "http://h.example/a\r\nX-Injected: 1",  # CRLF
+        "http://h.example:port/x",  # a port that is not a number
+        "http://h.example:99999/x",  # out of range
+        "http://h.example/\ud800",  # a lone surrogate
+    ],
+)
+def test_urls_the_http_stack_cannot_send_get_422_at_submit(api: TestClient, url: str) -> None:
+    body = json.dumps(job_spec(notify={"webhooks": [url]}))  # \ud800 escaped, as JSON allows
+    response = api.post("/api/v1/jobs", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 422
+    [error] = response.json()["detail"]
+    assert error["loc"][:3] == ["body", "notify", "webhooks"]
+    assert "h.example" not in response.text
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:5432/x",
+        "http://10.0.0.8/x",
+        "http://[::1]:6379/x",
+        "http://169.254.169.254/latest",
+        "http://[::ffff:127.0.0.1]/x",
+    ],
+)
+def test_private_addresses_get_422_without_the_allow_setting(
+    tmp_path: Path, database_url: str, url: str
+) -> None:
+    strict = make_settings(tmp_path / "data", database_url=database_url)
+    with running_api(strict, embedded_loop=False) as client:
+        response = client.post("/api/v1/jobs", json=job_spec(notify={"webhooks": [url]}))
+        public = client.post(
+            "/api/v1/jobs", json=job_spec(notify={"webhooks": ["https://93.184.215.14/hook"]})
+        )
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "notify", "webhooks", 0]
+    assert "BATON_WEBHOOK_ALLOWED_NETWORKS" in response.text
+    assert public.status_code == 201
+
+
+def test_a_name_resolving_to_a_private_address_is_not_posted_to(
+    db: Database, api: TestClient, receiver: Receiver
+) -> None:
+    receiver.start()
+    job_id = _cancelled_job(api, receiver.url().replace("127.0.0.1", "localhost"))
+    report = deliver_due_notifications(db, T0)  # the default client: public addresses only
+    assert report.retried == 1
+    assert receiver.received == []
+    [retry] = [e for e in _events(api, job_id) if e["kind"] == "notification_retry"]
+    assert NOT_DELIVERED in retry["message"]
+
+
+def test_a_redirect_is_not_followed(api: TestClient, db: Database, receiver: Receiver) -> None:
+    receiver.codes.append(307)
+    receiver.start()
+    job_id = _cancelled_job(api, receiver.url())
+    assert deliver(db, T0).retried == 1
+    assert len(receiver.received) == 1
+    [retry] = [e for e in _events(api, job_id) if e["kind"] == "notification_retry"]
+    assert "not delivered (HTTP 307)" in retry["message"]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        http.client.BadStatusLine("SSH-2.0"),
+        http.client.InvalidURL("bad"),
+        RuntimeError("an HTTP stack's own bug"),
+    ],
+)
+def test_whatever_one_post_raises_is_one_failed_try_of_that_row(
+    api: TestClient, db: Database, error: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    def post(url: str, body: dict[str, Any]) -> int:
+        raise error
+
+    job_id = _cancelled_job(api, "http://127.0.0.1:9/hook/" + SECRET)
+    assert deliver_due_notifications(db, T0, post=post).retried == 1
+    assert deliver_due_notifications(db, T0 + timedelta(seconds=3), post=post).retried == 1
+    retries = [e for e in _events(api, job_id) if e["kind"] == "notification_retry"]
+    assert [NOT_DELIVERED in e["message"] for e in retries] == [True, True]
+    assert "try 3" in retries[-1]["message"]  # the count moved on
+    assert SECRET not in caplog.text
+
+
+def test_a_slow_receiver_is_cut_at_the_deadline(api: TestClient, db: Database) -> None:
+    hostile = HostileReceivers(drip_seconds=1.0)
+    try:
+        job_id = _cancelled_job(api, hostile.drip_url())
+        quick = WebhookClient(parse_networks(LOOPBACK), deadline_seconds=2.0)
+        started = time.monotonic()
+        report = deliver_due_notifications(db, T0, post=quick)
+        took = time.monotonic() - started
+    finally:
+        hostile.close()
+    assert report.retried == 1
+    # The answer drips for 40 s; the POST ends near its 2 s deadline, not after the answer.
+    assert took < 30, took
+    assert any(e["kind"] == "notification_retry" for e in _events(api, job_id))
 
 
 def test_a_row_listed_by_two_notifiers_is_posted_once(
@@ -198,7 +336,7 @@ def test_a_row_listed_by_two_notifiers_is_posted_once(
     posts: list[str] = []
     job_id = _cancelled_job(api, "http://127.0.0.1:9/hook")
     enqueue_new_events(db, T0)
-    listed_before_the_claim = notifier._due(db, T0)
+    listed_before_the_claim = notifier._due(db, T0, set())
     assert len(listed_before_the_claim) == 1
     inner: list[Any] = []  # the second notifier's pass report, once it has run
 
@@ -206,7 +344,9 @@ def test_a_row_listed_by_two_notifiers_is_posted_once(
         posts.append(body["job_id"])
         if len(posts) == 1:  # the first POST: the second notifier reaches the row now
             with monkeypatch.context() as patched:
-                patched.setattr(notifier, "_due", lambda db, now: listed_before_the_claim)
+                patched.setattr(
+                    notifier, "_due", lambda db, now, busy_users: listed_before_the_claim
+                )
                 inner.append(
                     deliver_due_notifications(
                         db, T0, post=post_while_the_other_notifier_tries_the_row

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from orchestrator.api.schemas import QuotaOut
 from orchestrator.quota_cache import QuotaCache
+from orchestrator.wire import QuotaOut
 
 REFRESH = datetime(2026, 11, 23, 0, 0, tzinfo=UTC)
 

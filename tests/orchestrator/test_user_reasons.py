@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi.testclient import TestClient
 
 from orchestrator.config import Settings
-from tests.factories import job_spec, wait_finished
+from tests.factories import job_spec, make_settings, running_api, wait_finished
 
 
 def test_a_crash_reads_as_one_line_and_the_log_keeps_the_traceback(
@@ -24,3 +26,24 @@ def test_a_crash_reads_as_one_line_and_the_log_keeps_the_traceback(
         assert not [path for path in server_paths if path in text]
     log = live_api.get(f"/api/v1/jobs/{job_id}/segments/0/log").text
     assert "Traceback" in log
+
+
+def test_a_failure_text_with_nul_and_a_lone_surrogate_is_retried_then_fails_in_one_line(
+    tmp_path: Path, database_url: str
+) -> None:
+    # PostgreSQL refuses NUL and lone surrogates in text: a reason holding them once failed the
+    # job at once with an internal error, skipping its retries.
+    settings = make_settings(tmp_path / "data", database_url=database_url)
+    spec = job_spec(
+        config={"fail_at_step": 2, "fail_with_unstorable_text": True}, retry={"max_failures": 2}
+    )
+    with running_api(settings) as client:
+        job_id = client.post("/api/v1/jobs", json=spec).json()["id"]
+        job = wait_finished(client, job_id)
+        segments = client.get(f"/api/v1/jobs/{job_id}/segments").json()
+    assert job["state"] == "failed"
+    assert len(segments) == 3  # the first try and max_failures retries
+    for text in (job["reason"], *(segment["error"] for segment in segments)):
+        assert "RuntimeError: CUDA error\ufffd at step 2 \ufffd injected" in text
+        assert "\n" not in text
+        assert "internal error" not in text

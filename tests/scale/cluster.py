@@ -124,6 +124,7 @@ class Cluster:
         kaggle_url: str,
         workers: int = 2,
         api_workers: int = 1,
+        notifier: bool = False,
         **settings: str,
     ) -> None:
         self.root = root
@@ -166,6 +167,8 @@ class Cluster:
                 "--name",
                 f"w{index}",
             ]
+        if notifier:  # a worker for webhook deliveries only
+            self.commands["notifier"] = [*common, "notifier", "--kaggle-url", kaggle_url]
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.kills: dict[str, int] = dict.fromkeys(self.commands, 0)
 

@@ -14,6 +14,7 @@ from sqlalchemy.exc import OperationalError
 from tests.factories import require_services, stop_sessions
 from tests.kaggle_emulator import Emulator, start_emulator
 from tests.scale.cluster import Cluster, RedisServer, postgres_schema
+from tests.support.marks import starts_processes
 
 
 @dataclass
@@ -25,6 +26,7 @@ class ScaleRig:
 
 
 @pytest.fixture
+@starts_processes
 def rig(tmp_path: Path) -> Iterator[ScaleRig]:
     """Started: API, two workers and beat, on their own Redis and PostgreSQL schema."""
     if shutil.which("redis-server") is None:

@@ -7,6 +7,8 @@ state is exercised in about a millisecond per step.
 Config keys (all optional):
     step_sleep: float               seconds to sleep in each step, to make sessions time out
     fail_at_step: int               raise RuntimeError when this step begins
+    fail_with_unstorable_text: bool the RuntimeError's text holds a NUL and a lone surrogate
+                                    (what a CUDA error can hold; JSON configs cannot)
     kill_during_save_segment: int   on this segment index, SIGKILL itself halfway through
                                     writing the checkpoint state
     fault_marker: str               absolute path; if set, a fault fires only while this file
@@ -53,6 +55,8 @@ class LinearTrainer(Trainer):
     def train_step(self, step: int) -> Mapping[str, float]:
         config = self.ctx.config
         if config.get("fail_at_step") == step and self._fault_armed():
+            if config.get("fail_with_unstorable_text"):
+                raise RuntimeError(f"CUDA error\x00 at step {step} \ud800 injected")
             raise RuntimeError(f"injected failure at step {step}")
         if config.get("step_sleep"):
             time.sleep(float(config["step_sleep"]))

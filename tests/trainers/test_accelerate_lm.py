@@ -1,119 +1,40 @@
-"""Two CPU ranks under torchrun, through the accelerate trainer: chained sessions, one stop
-step per segment on every rank, a killed rank, and the uninterrupted run's digest at the end."""
+"""Two CPU ranks under torchrun, through the accelerate trainer: a killed rank fails its segment
+fast and the retry resumes to the uninterrupted run's digest (the chain itself runs in
+test_chained_digest.py, from the same first segment)."""
 
 import dataclasses
-import itertools
 import time
-from pathlib import Path
 
 import pytest
-import torch
 
+from tests.support.chains import ChainRuns
 from tests.support.segments import (
     make_root,
-    make_spec,
     next_spec,
     output_checkpoint,
     read_result,
     run_worker,
-    terminate_after_step,
 )
+from tests.trainers.chain_cases import ACCELERATE, first_segment
 from trainers.causal_lm import choose_precision
-from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
+from worker.boundary.contract import Outcome
 from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint
-from worker.checkpoint import runtime_state_file
 from worker.runtime import EXIT_FAILED
-
-TOTAL_STEPS = 14
-RANKS = 2
-# Steps padded to a fixed duration: a SIGTERM sent after a logged step always lands several
-# steps before the end, on a fast machine or a loaded one.
-CONFIG = {"log_every": 1, "step_seconds": 0.25, "grad_accum": 2, "gradient_checkpointing": True}
-
-pytestmark = pytest.mark.slow
-
-
-def acc_spec(**overrides) -> SegmentSpec:
-    fields = {
-        "job_id": "acc-lm",
-        "trainer": "trainers.accelerate_lm:AccelerateCausalLM",
-        "config": CONFIG,
-        "total_steps": TOTAL_STEPS,
-        "seed": 5,
-        "nproc": RANKS,
-        **overrides,
-    }
-    return make_spec(**fields)
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory) -> SegmentResult:
-    spec = acc_spec()
-    root = make_root(tmp_path_factory.mktemp("whole"), spec)
-    finished = run_worker(root)
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    result = read_result(root, spec)
-    assert (result.outcome, result.end_step) == (Outcome.COMPLETED, TOTAL_STEPS)
-    return result
-
-
-@pytest.fixture(scope="module")
-def first_segment(tmp_path_factory) -> tuple[SegmentSpec, SegmentResult, Path]:
-    """Segment 0, stopped by SIGTERM after step 3: the start of every chain below."""
-    spec = acc_spec()
-    root = make_root(tmp_path_factory.mktemp("seg0"), spec)
-    assert terminate_after_step(root, 3) == 0
-    return spec, read_result(root, spec), output_checkpoint(root, spec)
-
-
-def rank_steps(checkpoint: Path) -> list[int]:
-    """The step each rank recorded as its own stop step in the committed checkpoint."""
-    return [
-        int(torch.load(checkpoint / runtime_state_file(rank), weights_only=True)["step"])
-        for rank in range(RANKS)
-    ]
-
-
-def test_chained_two_rank_run_ends_with_the_uninterrupted_digest(
-    tmp_path, uninterrupted, first_segment
-):
-    spec, first, checkpoint = first_segment
-    assert rank_steps(checkpoint) == [first.end_step] * RANKS
-    results = [first]
-    for index, stop_after in enumerate([first.end_step + 3, None], start=1):
-        spec = next_spec(spec, results[-1])
-        root = make_root(tmp_path / f"seg{index}", spec, resume_from=checkpoint)
-        if stop_after is None:
-            returncode = run_worker(root).returncode
-        else:
-            returncode = terminate_after_step(root, stop_after)
-        assert returncode == 0
-        results.append(read_result(root, spec))
-        checkpoint = output_checkpoint(root, spec)
-        manifest = verify_checkpoint(checkpoint)
-        # Both ranks stopped at the step rank 0 committed.
-        assert manifest.step == results[-1].end_step
-        assert rank_steps(checkpoint) == [manifest.step] * RANKS
-
-    assert [r.outcome for r in results] == [Outcome.STOPPED, Outcome.STOPPED, Outcome.COMPLETED]
-    for before, after in itertools.pairwise(results):
-        assert after.start_step == before.end_step > before.start_step
-    assert results[-1].end_step == TOTAL_STEPS
-    assert results[-1].model_digest == uninterrupted.model_digest
-    chained = {m["step"]: m["loss"] for r in results for m in r.metrics}
-    assert chained == {m["step"]: m["loss"] for m in uninterrupted.metrics}
 
 
 def test_a_killed_rank_fails_the_segment_fast_and_the_retry_resumes(
-    tmp_path, uninterrupted, first_segment
+    tmp_path, chain_runs: ChainRuns
 ):
-    first_spec, first, resume = first_segment
+    uninterrupted = chain_runs.whole(ACCELERATE.name, ACCELERATE.spec)
+    first_chain = first_segment(chain_runs, ACCELERATE)
+    first_spec, first = first_chain.specs[0], first_chain.results[0]
+    resume = first_chain.checkpoint
     marker = tmp_path / "rank1-killed"
     faulty = dataclasses.replace(
         next_spec(first_spec, first),
         trainer="tests.support.rank_faults:RankKillingAccelerateLM",
         config={
-            **CONFIG,
+            **ACCELERATE.spec.config,
             "kill_rank": 1,
             "kill_at_step": first.end_step + 2,
             "fault_marker": str(marker),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from worker.boundary.text import MAX_REASON_CHARS
-from worker.reasons import one_line, reason_for
+from worker.reasons import one_line, reason_for, storable
 
 
 def test_paths_keep_only_their_last_part() -> None:
@@ -29,3 +29,10 @@ def test_an_exception_reads_as_its_type_and_message() -> None:
         reason_for(error) == "FileNotFoundError: [Errno 2] No such file or directory: '…/data.bin'"
     )
     assert reason_for(KeyError()) == "KeyError"
+
+
+def test_nul_and_lone_surrogates_become_replacement_characters_both_databases_accept() -> None:
+    text = "CUDA error\x00 at \ud800 step\udfff 3 😀"
+    assert storable(text) == "CUDA error\ufffd at \ufffd step\ufffd 3 😀"
+    assert one_line(text) == "CUDA error\ufffd at \ufffd step\ufffd 3 😀"
+    storable(text).encode("utf-8")  # valid UTF-8 now

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path as FilePath
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, status
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, HTTPException, Request, status
 
 from orchestrator import queries
 from orchestrator.api.deps import CurrentUser, JobId, ServicesDep, Step
+from orchestrator.api.open_file_response import OpenFileResponse
 from orchestrator.db import Database
 from worker.boundary.paths import MANIFEST_FILE
 
@@ -29,25 +29,30 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 
 @router.get(
     "/{job_id}/checkpoints/{step}/files/{name:path}",
-    response_class=FileResponse,
+    response_class=OpenFileResponse,
+    status_code=200,  # OpenFileResponse picks 200, 206 or 416 itself; this documents the 200
     responses=_RESPONSES,
 )
 def checkpoint_file(
     job_id: JobId,
     step: Step,
     name: str,
+    request: Request,
     user: CurrentUser,
     services: ServicesDep,
-) -> FileResponse:
+) -> OpenFileResponse:
     """A file of the checkpoint at `step`; its sha256 from the manifest is in `X-Checkpoint-Sha256`
     and the ETag. `manifest.json` itself is served too. Supports `Range` to resume a download."""
-    return checkpoint_file_response(services.db, user.id, job_id, step, name)
+    return checkpoint_file_response(
+        services.db, user.id, job_id, step, name, request.headers.get("range")
+    )
 
 
 def checkpoint_file_response(
-    db: Database, user_id: str, job_id: str, step: int, name: str
-) -> FileResponse:
-    """The file, if the job is the user's and the checkpoint's manifest lists it (or is it)."""
+    db: Database, user_id: str, job_id: str, step: int, name: str, range_header: str | None
+) -> OpenFileResponse:
+    """The file, if the job is the user's and the checkpoint's manifest lists it (or is it),
+    opened once here: a prune after this point cannot cut the body short."""
     with db.transaction() as session:
         checkpoint = queries.find_checkpoint(session, user_id, job_id, step)
         if checkpoint is None:
@@ -58,12 +63,14 @@ def checkpoint_file_response(
     if name != MANIFEST_FILE and name not in files:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"the checkpoint has no file {name!r}")
     path = location / name
-    if not path.is_file():
-        raise HTTPException(status.HTTP_410_GONE, f"the files of step {step} are no longer kept")
+    try:
+        opened = open(path, "rb")  # noqa: SIM115 -- the response closes it once sent
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        raise HTTPException(
+            status.HTTP_410_GONE, f"the files of step {step} are no longer kept"
+        ) from None
     headers = {}
     if name in files:
         digest = str(files[name]["sha256"])
         headers = {"X-Checkpoint-Sha256": digest, "ETag": f'"{digest}"'}
-    return FileResponse(
-        path, media_type="application/octet-stream", headers=headers, filename=path.name
-    )
+    return OpenFileResponse(opened, path.name, range_header, headers)

@@ -5,20 +5,16 @@ The key goes in and never comes out: responses say only whether one is configure
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response, status
-from pydantic import BaseModel
 
 from orchestrator.api.deps import CurrentUser, ServicesDep
 from orchestrator.api.links import link
-from orchestrator.credentials import (
-    KaggleCredentialsIn,
-    delete_kaggle_credentials,
-    store_kaggle_credentials,
-)
+from orchestrator.credentials import delete_kaggle_credentials, store_kaggle_credentials
 from orchestrator.models import KaggleCredential
+from orchestrator.wire import KaggleCredentialsIn, KaggleCredentialsOut
 
 PREFIX = "/api/v1/credentials"
 _PATH = f"{PREFIX}/kaggle"
@@ -30,12 +26,6 @@ router = APIRouter(
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"description": "You have stored no Kaggle credentials"}
 }
-
-
-class KaggleCredentialsOut(BaseModel):
-    username: str
-    configured: bool
-    updated_at: datetime
 
 
 def _out(row: KaggleCredential) -> KaggleCredentialsOut:

@@ -9,13 +9,13 @@ from typing import Any
 from fastapi import APIRouter, Response, status
 
 from orchestrator.api.deps import ServicesDep
-from orchestrator.api.schemas import Health, Readiness
 from orchestrator.health_checks import (
     OK,
     database_can_write,
     directory_can_write,
     schema_is_current,
 )
+from orchestrator.wire import Health, Readiness
 
 router = APIRouter(tags=["health"])
 _DOWN: dict[int | str, dict[str, Any]] = {

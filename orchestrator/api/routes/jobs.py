@@ -6,12 +6,18 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, Response
+from pydantic import BaseModel
 
-from orchestrator import queries
-from orchestrator.api.deps import MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
+from orchestrator import queries, webhooks
+from orchestrator.api.deps import ID_PATTERN, MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
 from orchestrator.api.links import link
-from orchestrator.api.schemas import (
+from orchestrator.backends.base import Rejected, Transient
+from orchestrator.lifecycle import JobState, UserAction
+from orchestrator.models import KaggleCredential, User
+from orchestrator.spec import JobSpec
+from orchestrator.trainer_lookup import TrainerRejected
+from orchestrator.wire import (
     CheckpointOut,
     EventOut,
     JobList,
@@ -19,11 +25,6 @@ from orchestrator.api.schemas import (
     MetricPoint,
     SegmentOut,
 )
-from orchestrator.backends.base import Rejected, Transient
-from orchestrator.lifecycle import JobState, UserAction
-from orchestrator.models import KaggleCredential, User
-from orchestrator.spec import JobSpec
-from orchestrator.trainer_lookup import TrainerRejected
 
 router = APIRouter(
     prefix="/api/v1/jobs",
@@ -50,6 +51,14 @@ _JOB_LINKS = {
 }
 
 
+def _json(answer: BaseModel) -> Response:
+    """The answer serialized once, by pydantic. Returned as a model, FastAPI would validate it
+    again and encode it in Python, on one more trip through the API's few threads: for the two
+    reads every open page repeats, that is a third of their cost (the route's response_model
+    still documents the answer)."""
+    return Response(answer.model_dump_json(), media_type="application/json")
+
+
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
@@ -73,6 +82,7 @@ def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOu
         raise RequestValidationError(
             [{"loc": ("body", "trainer"), "msg": str(exc), "type": "value_error"}]
         ) from exc
+    _check_webhook_destinations(spec, services.settings.webhook_networks)
     if spec.backend == "kaggle":
         with services.db.transaction() as session:
             configured = session.get(KaggleCredential, user.id) is not None
@@ -95,6 +105,24 @@ def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOu
         )
 
 
+def _check_webhook_destinations(spec: JobSpec, allowed: webhooks.Networks) -> None:
+    """A webhook at a literal address must be public or allowed (names are checked after
+    resolving, at each delivery)."""
+    for index, url in enumerate(spec.notify.webhooks if spec.notify else []):
+        address = webhooks.literal_address(url)
+        if address is not None and not webhooks.destination_allowed(address, allowed):
+            raise RequestValidationError(
+                [
+                    {
+                        "loc": ("body", "notify", "webhooks", index),
+                        "msg": "webhooks may point at public addresses only "
+                        "(the operator may allow networks: BATON_WEBHOOK_ALLOWED_NETWORKS)",
+                        "type": "value_error",
+                    }
+                ]
+            )
+
+
 @router.get("", response_model=JobList)
 def list_jobs(
     user: CurrentUser,
@@ -102,24 +130,36 @@ def list_jobs(
     state: JobState | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
-) -> JobList:
-    with services.db.transaction() as session:
-        return queries.list_jobs(
+    cursor: Annotated[
+        str | None,
+        Query(
+            pattern=ID_PATTERN,
+            description="the `next_cursor` of the previous page (its last job): the jobs after "
+            "it (then `offset`, if given, counts from there)",
+        ),
+    ] = None,
+) -> Response:
+    """Your jobs, newest first. Page with `next_cursor` (each page costs the same) or `offset`."""
+    with services.db.reading() as session:
+        listing = queries.list_jobs(
             session,
             user.id,
             state=state,
             limit=limit,
             offset=offset,
+            after=cursor,
             kaggle_quota=services.quota_seen.plan(user.id),
         )
+    return _json(listing)
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=_NOT_FOUND | {200: {"links": _JOB_LINKS}})
-def get_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
-    with services.db.transaction() as session:
-        return queries.get_job(
+def get_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> Response:
+    with services.db.reading() as session:
+        job = queries.get_job(
             session, user.id, job_id, kaggle_quota=services.quota_seen.plan(user.id)
         )
+    return _json(job)
 
 
 def _act(job_id: str, user: User, services: ServicesDep, action: UserAction) -> JobOut:
@@ -188,12 +228,12 @@ def segment_log(
     if segment is None or segment.handle is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no session")
     try:
-        text = services.engine.backends.for_job(job).log(segment.handle)
+        text = services.engine.backends.for_job(job).log(segment.handle, tail)
     except (Rejected, Transient) as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"log unavailable: {exc}") from exc
     if text is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no log here yet")
-    return PlainTextResponse(text[-tail:])
+    return PlainTextResponse(text)
 
 
 @router.get("/{job_id}/events", response_model=list[EventOut], responses=_NOT_FOUND)

@@ -6,10 +6,11 @@ from anyio import to_thread
 from fastapi import APIRouter, HTTPException, status
 from sqlalchemy import select
 
-from orchestrator.api.deps import CurrentUser, Services, ServicesDep
-from orchestrator.api.schemas import QuotaOut
+from orchestrator.api.deps import CurrentUser, ServicesDep
 from orchestrator.backends.base import BackendError
 from orchestrator.models import Job, KaggleCredential
+from orchestrator.service import Services
+from orchestrator.wire import QuotaOut
 
 # Kaggle's weekly allowance: 30 h of GPU, 20 h of TPU (the API reports only what is left).
 GPU_WEEKLY_SECONDS = 30 * 3600.0

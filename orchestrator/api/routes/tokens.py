@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response, status
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.api.deps import CurrentToken, CurrentUser, ServicesDep, TokenId
 from orchestrator.api.links import link
@@ -19,10 +17,8 @@ from orchestrator.auth import (
     register_token,
     revoke_token,
 )
-from orchestrator.models import ApiToken, utcnow
-
-LABEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,63}$"
-MAX_LIFETIME = timedelta(days=3650)
+from orchestrator.models import ApiToken
+from orchestrator.wire import NewToken, TokenIn, TokenOut
 
 router = APIRouter(
     prefix="/api/v1/tokens",
@@ -30,45 +26,6 @@ router = APIRouter(
     responses={401: {"description": "Missing, invalid, expired or revoked API token"}},
 )
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such token of yours"}}
-
-
-class TokenIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(default="cli", pattern=LABEL_PATTERN, description="A label for the token")
-    expires_at: AwareDatetime | None = Field(
-        default=None, description="When the token stops working (UTC offset required)"
-    )
-
-    @field_validator("expires_at")
-    @classmethod
-    def _in_the_future(cls, value: datetime | None) -> datetime | None:
-        if value is None:
-            return None
-        now = utcnow()
-        if value <= now:
-            raise ValueError("expires_at must be in the future")
-        if value - now > MAX_LIFETIME:
-            raise ValueError("expires_at is more than 10 years away")
-        return value
-
-
-class TokenOut(BaseModel):
-    """A token as listed: never the token itself."""
-
-    id: str
-    name: str
-    created_at: datetime
-    expires_at: datetime | None
-    last_used_at: datetime | None
-    # Made at start-up from BATON_ADMIN_TOKEN (or the token file): rotate it there.
-    bootstrap: bool
-    # The token this request was made with.
-    current: bool
-
-
-class NewToken(TokenOut):
-    token: str = Field(description="The token itself: shown this once, stored only as a hash")
 
 
 def _out(row: ApiToken, current_id: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchestrator.api.schemas import MetricPoint, SegmentOut
+from orchestrator.wire import MetricPoint, SegmentOut
 
 PHASES = ("startup", "load", "train", "save", "upload", "idle")
 

@@ -12,17 +12,29 @@ from typing import Annotated, Any
 
 from anyio import to_thread
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, status
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from orchestrator import queries
-from orchestrator.api.deps import JobId, ServicesDep, Step
+from orchestrator.api.deps import JobId, ServicesDep, Step, client_address, refuse_if_throttled
+from orchestrator.api.open_file_response import OpenFileResponse
 from orchestrator.api.routes.checkpoints import checkpoint_file_response
 from orchestrator.api.routes.quota import ask_account_quota
 from orchestrator.api.ui import charts
-from orchestrator.api.ui.session import COOKIE, MAX_AGE_SECONDS, SignedIn, csrf_ok, seal, signed_in
-from orchestrator.auth import user_for_token
+from orchestrator.api.ui.session import (
+    COOKIE,
+    MAX_AGE_SECONDS,
+    SIGNIN_COOKIE,
+    SIGNIN_MAX_AGE_SECONDS,
+    SignedIn,
+    csrf_for,
+    csrf_ok,
+    end_session,
+    new_secret,
+    signed_in,
+    start_session,
+)
 from orchestrator.backends.base import BackendError
 from orchestrator.lifecycle import FINISHED_JOB_STATES, JobState, UserAction
 
@@ -55,7 +67,7 @@ class SignInRequired(Exception):
 
 
 def _signed_in(request: Request, services: ServicesDep) -> SignedIn:
-    found = signed_in(services.db, services.secret_box, request.cookies.get(COOKIE))
+    found = signed_in(services.db, request.cookies.get(COOKIE))
     if found is None:
         raise SignInRequired
     return found
@@ -65,7 +77,7 @@ Viewer = Annotated[SignedIn, Depends(_signed_in)]
 
 
 def _fragment_viewer(request: Request, services: ServicesDep) -> SignedIn:
-    found = signed_in(services.db, services.secret_box, request.cookies.get(COOKIE))
+    found = signed_in(services.db, request.cookies.get(COOKIE))
     if found is None:
         # htmx follows HX-Redirect; the sign-in page explains itself.
         raise HTTPException(
@@ -82,40 +94,73 @@ def home() -> RedirectResponse:
     return RedirectResponse("/ui", status.HTTP_303_SEE_OTHER)
 
 
-@router.get("/signin", response_class=HTMLResponse)
-def signin_page(request: Request, error: str | None = None) -> Response:
-    return templates.TemplateResponse(request, "signin.html", {"error": error, "viewer": None})
-
-
-@router.post("/signin", response_class=HTMLResponse)
-def signin(
-    request: Request, services: ServicesDep, token: Annotated[str, Form(max_length=512)] = ""
+def _signin_form(
+    request: Request, error: str | None = None, status_code: int = status.HTTP_200_OK
 ) -> Response:
-    with services.db.transaction() as session:
-        user = user_for_token(session, token.strip()) if token.strip() else None
-    if user is None:
-        return templates.TemplateResponse(
-            request,
-            "signin.html",
-            {"error": "That token is not valid.", "viewer": None},
-            status_code=status.HTTP_401_UNAUTHORIZED,
-        )
-    response = RedirectResponse("/ui", status.HTTP_303_SEE_OTHER)
+    """The sign-in page with a fresh sign-in cookie and its CSRF token. `error` is always one of
+    this module's own sentences, never text from the request."""
+    secret = new_secret()
+    response = templates.TemplateResponse(
+        request,
+        "signin.html",
+        {"error": error, "viewer": None, "csrf": csrf_for(secret)},
+        status_code=status_code,
+    )
+    _set_cookie(request, response, SIGNIN_COOKIE, secret, SIGNIN_MAX_AGE_SECONDS, "/ui/signin")
+    return response
+
+
+def _set_cookie(
+    request: Request, response: Response, name: str, value: str, max_age: int, path: str
+) -> None:
     response.set_cookie(
-        COOKIE,
-        seal(services.secret_box, token.strip()),
-        max_age=MAX_AGE_SECONDS,
-        path="/",
+        name,
+        value,
+        max_age=max_age,
+        path=path,
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
     )
+
+
+@router.get("/signin", response_class=HTMLResponse)
+def signin_page(request: Request) -> Response:
+    return _signin_form(request)
+
+
+@router.post("/signin", response_class=HTMLResponse)
+def signin(
+    request: Request,
+    services: ServicesDep,
+    token: Annotated[str, Form(max_length=512)] = "",
+    csrf: Annotated[str, Form(max_length=128)] = "",
+) -> Response:
+    # A form posted from another site carries no sign-in cookie (SameSite=Strict): refused, so
+    # no page elsewhere can sign a visitor in as someone else.
+    if not csrf_ok(request.cookies.get(SIGNIN_COOKIE, ""), csrf):
+        return _signin_form(
+            request, "The sign-in form expired; please try again.", status.HTTP_403_FORBIDDEN
+        )
+    client = client_address(request)
+    refuse_if_throttled(services, client)
+    secret = start_session(services.db, token.strip()) if token.strip() else None
+    if secret is None:
+        services.auth_failures.failed(client)
+        return _signin_form(request, "That token is not valid.", status.HTTP_401_UNAUTHORIZED)
+    response = RedirectResponse("/ui", status.HTTP_303_SEE_OTHER)
+    _set_cookie(request, response, COOKIE, secret, MAX_AGE_SECONDS, "/")
+    response.delete_cookie(SIGNIN_COOKIE, path="/ui/signin")
     return response
 
 
 @router.post("/signout")
-def signout(request: Request, viewer: Viewer, csrf: Annotated[str, Form()] = "") -> Response:
+def signout(
+    request: Request, services: ServicesDep, viewer: Viewer, csrf: Annotated[str, Form()] = ""
+) -> Response:
     _check_csrf(request, csrf)
+    # The server forgets the session: the cookie, wherever a copy of it is, signs nobody in.
+    end_session(services.db, request.cookies.get(COOKIE))
     response = RedirectResponse("/ui/signin", status.HTTP_303_SEE_OTHER)
     response.delete_cookie(COOKIE, path="/")
     return response
@@ -235,6 +280,8 @@ def act(
 
 @router.get("/jobs/{job_id}/checkpoints/{step}/files/{name:path}")
 def download(
-    job_id: JobId, step: Step, name: str, services: ServicesDep, viewer: Viewer
-) -> FileResponse:
-    return checkpoint_file_response(services.db, viewer.user.id, job_id, step, name)
+    job_id: JobId, step: Step, name: str, request: Request, services: ServicesDep, viewer: Viewer
+) -> OpenFileResponse:
+    return checkpoint_file_response(
+        services.db, viewer.user.id, job_id, step, name, request.headers.get("range")
+    )

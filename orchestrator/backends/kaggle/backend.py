@@ -27,6 +27,7 @@ from orchestrator.backends.base import (
 )
 from orchestrator.backends.kaggle.findings import AccountFindings, RunningSince
 from orchestrator.backends.kaggle.packaging import code_archive
+from orchestrator.backends.log_tail import read_tail
 from orchestrator.spec import Accelerator, KaggleSpec
 from worker.accelerator import Accelerators
 from worker.boundary.contract import CheckpointRef, SegmentResult
@@ -335,13 +336,13 @@ class KaggleBackend:
         """Nothing reaches into a running kernel."""
         return None
 
-    def log(self, handle: str) -> str | None:
+    def log(self, handle: str, tail: int) -> str | None:
         """The log Kaggle kept with the output, once collected (a running kernel's is not
         readable through the API)."""
         index = KaggleHandle.decode(handle).segment_index
         path = self.workdir / "output" / f"{index:05d}" / f"{self.kernel.slug}.log"
         try:
-            return path.read_text(errors="replace")
+            return read_tail(path, tail)
         except OSError:
             return None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,7 +237,10 @@ def test_huge_numbers_in_paths_and_queries_get_404_or_422(client: TestClient, su
 def test_odd_job_ids_on_the_pages_get_404_or_422(
     client: TestClient, job_id: str, path: str
 ) -> None:
-    signed_in = client.post("/ui/signin", data={"token": ADMIN_TOKEN}, follow_redirects=False)
+    form = re.search(r'name="csrf" value="([0-9a-f]+)"', client.get("/ui/signin").text)
+    assert form is not None
+    data = {"token": ADMIN_TOKEN, "csrf": form.group(1)}
+    signed_in = client.post("/ui/signin", data=data, follow_redirects=False)
     assert signed_in.status_code == 303
     response = client.get(path.format(job_id), follow_redirects=False)
     # `/ui/jobs/..%2F` is `/ui/` to the router, which redirects it.

@@ -130,7 +130,8 @@ def test_users_see_only_their_own_jobs(api: TestClient, settings: Settings) -> N
     for path in readable:
         assert api.get(f"/api/v1/jobs/{job['id']}{path}").status_code == 200, path
     assert "alice's session log" in api.get(f"/api/v1/jobs/{job['id']}/segments/0/log").text
-    assert api.get("/api/v1/jobs", headers=as_bob).json() == {"items": [], "total": 0}
+    listing = {"items": [], "total": 0, "next_cursor": None}
+    assert api.get("/api/v1/jobs", headers=as_bob).json() == listing
     for path in readable:
         response = api.get(f"/api/v1/jobs/{job['id']}{path}", headers=as_bob)
         assert response.status_code == 404, path
@@ -197,3 +198,35 @@ def test_p100_request_is_accepted_with_a_warning(api: TestClient) -> None:
     assert any("P100 was retired" in warning for warning in job["warnings"])
     events = api.get(f"/api/v1/jobs/{job['id']}/events").json()
     assert [e["kind"] for e in events] == ["submitted", "warning"]
+
+
+def test_the_list_pages_by_cursor_newest_first_without_gaps_or_repeats(api: TestClient) -> None:
+    ids = [_submit(api, name=f"job-{n}")["id"] for n in range(5)]
+    seen: list[str] = []
+    page = api.get("/api/v1/jobs?limit=2").json()
+    while True:
+        seen += [item["id"] for item in page["items"]]
+        assert page["total"] == 5
+        if page["next_cursor"] is None:
+            break
+        page = api.get("/api/v1/jobs", params={"limit": 2, "cursor": page["next_cursor"]}).json()
+    assert seen == ids[::-1]
+    # The list shows no spec; GET job does.
+    assert "spec" not in page["items"][0]
+    assert "spec" in api.get(f"/api/v1/jobs/{ids[0]}").json()
+
+
+def test_a_cursor_is_a_job_id_of_ones_own(api: TestClient, settings: Settings) -> None:
+    mine = _submit(api)["id"]
+    for bad in ("not a job id", "j\x00", "x" * 65):
+        response = api.get("/api/v1/jobs", params={"cursor": bad})
+        assert response.status_code == 422, bad
+        assert ["query", "cursor"] in [error["loc"] for error in response.json()["detail"]]
+    # Another user's job, or none: an empty page, as if the list ended there.
+    store = Database(settings.resolved_database_url)
+    with store.transaction() as session:
+        bob = issue_token(session, "bob", "laptop")
+    store.dispose()
+    for cursor, headers in ((mine, auth(bob)), ("j000000000000", auth())):
+        page = api.get("/api/v1/jobs", params={"cursor": cursor}, headers=headers).json()
+        assert (page["items"], page["next_cursor"]) == ([], None)

@@ -124,6 +124,9 @@ class ServedOnPostgres(Served):
             self.services.db.dispose()
 
 
+# Hypothesis generates hundreds of calls per operation: minutes, not the inner loop's seconds.
+pytestmark = pytest.mark.slow
+
 SQLITE = Served("sqlite")
 POSTGRES = ServedOnPostgres()
 

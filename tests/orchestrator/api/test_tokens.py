@@ -120,7 +120,7 @@ def test_odd_token_ids_get_404_or_422(api: TestClient, token_id: str) -> None:
 
 def test_a_new_admin_token_retires_the_old_one(tmp_path: Path, database_url: str) -> None:
     data = tmp_path / "data"
-    old, new = "bt_old-admin-token-000000000000", "bt_new-admin-token-111111111111"
+    old, new = "bt_old-admin-token-0123456789abcdef", "bt_new-admin-token-fedcba9876543210"
     with running_api(
         make_settings(data, database_url=database_url, admin_token=old), embedded_loop=False
     ) as api:

@@ -31,6 +31,7 @@ from tests.factories import (
 from tests.kaggle_emulator import Emulator, FaultKind, JumpClock, start_emulator
 from tests.kaggle_emulator.kernel_sessions import KernelSession, WorkerStatus
 from tests.kaggle_emulator.quota import QuotaWeek, used_seconds
+from tests.support.marks import starts_processes
 from worker.kaggle_access.chaining import SECRET_LABEL
 from worker.kaggle_access.kernel_script import launch_id_of
 
@@ -90,6 +91,7 @@ def test_kaggle_job_chains_kernels_to_the_local_digest(
 
 
 @pytest.fixture
+@starts_processes
 def flaky_kaggle(tmp_path: Path) -> Iterator[tuple[TestClient, Emulator]]:
     """10 % of emulator calls fail (429, 500, dropped after longer than Baton's call timeout)."""
     settings = make_settings(tmp_path / "data", kaggle_call_timeout_seconds=1.0)

@@ -12,12 +12,14 @@ import pytest
 from orchestrator.backends.base import Collected, LaunchRequest, SessionStatus
 from orchestrator.backends.local import LocalBackend
 from tests.factories import stop_sessions
+from tests.support.marks import starts_processes
 from tests.support.segments import make_spec
 from worker.boundary.manifest import verify_checkpoint
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
 
 
 @pytest.fixture
+@starts_processes
 def backend(tmp_path: Path) -> Iterator[LocalBackend]:
     yield LocalBackend(tmp_path / "sessions", grace_seconds=1)
     stop_sessions(tmp_path / "sessions")

@@ -18,9 +18,11 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.config import Settings
 from tests.factories import ADMIN_TOKEN, job_spec, live_server, wait_finished
+from tests.support.marks import starts_processes
 
 
 @pytest.fixture
+@starts_processes
 def server(cli_env: Settings) -> Iterator[str]:
     with live_server(cli_env) as url:
         yield url
@@ -101,9 +103,26 @@ def test_listings_print_json_that_parses(
     assert isinstance(shown["segments"], list)
     _, out, _ = _run(capsys, "--url", server, "checkpoints", job_id, "--json")
     assert isinstance(json.loads(out), list)
-    _run(capsys, "--url", server, "cancel", job_id)
+    _run(capsys, "--url", server, "cancel", job_id, "--yes")
     _, out, _ = _run(capsys, "--url", server, "jobs", "--state", "cancelled", "--json")
     assert json.loads(out)["total"] == 1
+
+
+def test_jobs_pages_with_the_cursor_it_prints(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec_file(tmp_path, config={"step_sleep": 0.05})
+    ids = [
+        json.loads(_run(capsys, "--url", server, "submit", str(spec), "--json")[1])["id"]
+        for _ in range(2)
+    ]
+    for job_id in ids:
+        _run(capsys, "--url", server, "pause", job_id)
+    _, out, _ = _run(capsys, "--url", server, "jobs", "--limit", "1")
+    assert ids[1] in out
+    cursor = out.split("--cursor ")[1].split()[0]
+    _, out, _ = _run(capsys, "--url", server, "jobs", "--limit", "1", "--cursor", cursor, "--json")
+    assert [item["id"] for item in json.loads(out)["items"]] == [ids[0]]
 
 
 def test_server_down_is_one_clear_line(cli_env: Settings) -> None:

@@ -13,9 +13,11 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.config import Settings
 from tests.factories import job_spec, live_server
+from tests.support.marks import starts_processes
 
 
 @pytest.fixture
+@starts_processes
 def idle_server(cli_env: Settings) -> Iterator[str]:
     with live_server(cli_env, embedded_loop=False) as url:
         yield url
@@ -57,7 +59,7 @@ def test_pause_resume_and_cancel_move_the_job_and_a_forbidden_action_is_one_line
     shown = _text(capsys, *url, "show", job_id)
     assert job_id in shown
     assert "queued" in shown
-    assert _json(capsys, *url, "cancel", job_id, "--json")["state"] == "cancelled"
+    assert _json(capsys, *url, "cancel", job_id, "--yes", "--json")["state"] == "cancelled"
     assert _json(capsys, *url, "show", job_id, "--json")["job"]["state"] == "cancelled"  # type: ignore[index]
 
     for action in ("resume", "pause", "cancel"):

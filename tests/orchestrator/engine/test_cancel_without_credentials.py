@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from orchestrator.api.deps import Services
+from orchestrator.service import Services
 from tests.factories import kaggle_spec, make_settings, running_api
 from tests.kaggle_emulator import Emulator
 

@@ -18,6 +18,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from orchestrator.config import Settings
 from tests.factories import ADMIN_TOKEN, job_spec, live_server
+from tests.support.marks import starts_processes
 
 CHROMIUM = "/usr/bin/chromium"
 AXE = Path(__file__).parents[3] / "support" / "vendor" / "axe.min.js"
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
+@starts_processes
 def browser() -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         pytest.fail("Chromium is missing: apt-get install -y chromium (.ci/run does it)")

@@ -14,10 +14,22 @@ from orchestrator.db import Database
 from tests.factories import ADMIN_TOKEN, job_spec
 
 
+def _signin_csrf(api: TestClient) -> str:
+    """Open the sign-in page (its cookie) and return the form's CSRF token."""
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', api.get("/ui/signin").text)
+    assert found is not None
+    return found.group(1)
+
+
+def _post_signin(api: TestClient, token: str) -> Any:
+    data = {"token": token, "csrf": _signin_csrf(api)}
+    return api.post("/ui/signin", data=data, follow_redirects=False)
+
+
 def _sign_in(api: TestClient, token: str) -> str:
     """Sign in through the form; returns the page's CSRF token."""
     api.headers.pop("Authorization", None)
-    response = api.post("/ui/signin", data={"token": token}, follow_redirects=False)
+    response = _post_signin(api, token)
     assert response.status_code == 303, response.text
     page = api.get("/ui")
     assert page.status_code == 200
@@ -52,10 +64,10 @@ def test_pages_need_sign_in_and_the_cookie_is_httponly(api: TestClient) -> None:
     # A bearer token is not a page session.
     headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     assert api.get("/ui", headers=headers, follow_redirects=False).status_code == 303
-    wrong = api.post("/ui/signin", data={"token": "bt_wrong"})
+    wrong = _post_signin(api, "bt_wrong")
     assert wrong.status_code == 401
     assert "not valid" in wrong.text
-    response = api.post("/ui/signin", data={"token": ADMIN_TOKEN}, follow_redirects=False)
+    response = _post_signin(api, ADMIN_TOKEN)
     cookie = response.headers["set-cookie"]
     assert "HttpOnly" in cookie
     assert "SameSite=strict" in cookie

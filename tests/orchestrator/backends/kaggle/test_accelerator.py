@@ -13,7 +13,7 @@ from orchestrator.backends.kaggle.backend import KaggleBackend
 from orchestrator.spec import JobSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import start_emulator
-from tests.orchestrator.backends.kaggle.conftest import account_on
+from tests.support.kaggle import account_on
 from worker.boundary.contract import Outcome, SegmentSpec
 
 

@@ -25,6 +25,7 @@ from tests.factories import (
     wait_for,
 )
 from tests.kaggle_emulator import Emulator, start_emulator
+from tests.support.marks import starts_processes
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +38,7 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
+@starts_processes
 def emulator(tmp_path: Path) -> Iterator[Emulator]:
     with start_emulator(tmp_path / "kaggle", **FAST_EMULATOR, users=dict(USERS)) as running:
         yield running

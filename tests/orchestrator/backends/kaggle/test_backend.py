@@ -16,7 +16,7 @@ from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, ManualClock, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
-from tests.orchestrator.backends.kaggle.conftest import account_on
+from tests.support.kaggle import account_on
 from worker.boundary.contract import SegmentSpec
 from worker.kaggle_access.client import KaggleAccount
 from worker.kaggle_access.kernel_script import LAUNCH_ID_MARK

@@ -18,8 +18,8 @@ from orchestrator.models import Job
 from orchestrator.spec import JobSpec, KaggleSpec
 from tests.factories import kaggle_spec
 from tests.kaggle_emulator import Emulator, FaultKind
-from tests.orchestrator.backends.kaggle.conftest import account_on
 from tests.support.clock import ManualClock
+from tests.support.kaggle import account_on
 
 POLL = 30.0
 RETRY_AFTER = 120

@@ -16,7 +16,7 @@ from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, FaultKind, ManualClock, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
-from tests.orchestrator.backends.kaggle.conftest import account_on
+from tests.support.kaggle import account_on
 from worker.boundary.contract import SegmentResult
 from worker.boundary.manifest import write_manifest
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE

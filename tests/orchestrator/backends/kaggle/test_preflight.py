@@ -12,7 +12,7 @@ from orchestrator.backends.kaggle.findings import AccountFindings
 from orchestrator.backends.kaggle.preflight import Outcome, Preflight, PreflightTiming, Report
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, start_emulator
-from tests.orchestrator.backends.kaggle.conftest import account_on
+from tests.support.kaggle import account_on
 from worker.kaggle_access.chaining import SECRET_LABEL
 
 TIMING = PreflightTiming(poll_seconds=0.2, wait_seconds=60, timeout_probe_seconds=2)

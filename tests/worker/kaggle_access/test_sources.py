@@ -16,7 +16,8 @@ from orchestrator.backends.kaggle.backend import KaggleBackend
 from orchestrator.spec import JobSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, ManualClock, start_emulator
-from tests.orchestrator.backends.kaggle.conftest import account_on
+from tests.support.kaggle import account_on
+from tests.support.marks import starts_processes
 from worker.boundary.contract import SegmentSpec
 from worker.kaggle_access.client import KaggleAccount
 from worker.kaggle_access.sources import DatasetSource, check_dataset_sources, source_problem
@@ -30,6 +31,7 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
+@starts_processes
 def two_users(tmp_path: Path, clock: ManualClock) -> Iterator[Emulator]:
     options = FAST_EMULATOR | {"dataset_processing_seconds": 60.0, "dataset_not_found_seconds": 0}
     with start_emulator(tmp_path / "emulator", users=USERS, clock=clock, **options) as emulator:

@@ -10,7 +10,7 @@ from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaSt
 from orchestrator.backends.base import Gone, Transient
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
-from tests.orchestrator.backends.kaggle.conftest import account_on
+from tests.support.kaggle import account_on
 from worker.kaggle_access.client import KaggleAccount, KaggleAuthError, KaggleNotFound
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 

@@ -12,7 +12,7 @@ from kagglesdk.datasets.types.dataset_enums import DatabundleVersionStatus
 from orchestrator.backends.base import Rejected, Transient
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, start_emulator
-from tests.orchestrator.backends.kaggle.conftest import account_on
+from tests.support.kaggle import account_on
 from worker.boundary.contract import CheckpointRef
 from worker.boundary.manifest import write_manifest
 from worker.kaggle_access.checkpoints import (

@@ -1,0 +1,86 @@
+"""The database round trips of the two requests every open page and CLI `watch` repeats: `GET`
+a job (3: the token, the job, its segments) and a page of the job list (4: the token, the
+count, the page, all its jobs' segments in one), whatever the number of jobs and segments.
+Counted with SQLAlchemy's cursor events, so an N+1 or an extra query cannot creep back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import event
+
+from orchestrator.lifecycle import SegmentState
+from orchestrator.models import Segment
+from tests.factories import job_spec, make_settings, running_api
+
+GET_JOB_STATEMENTS = 3
+LIST_PAGE_STATEMENTS = 4
+
+
+@pytest.fixture
+def api(database_url: str, tmp_path: Path) -> Iterator[TestClient]:
+    settings = make_settings(tmp_path / "data", database_url=database_url)
+    with running_api(settings, embedded_loop=False) as client:
+        yield client
+
+
+@contextmanager
+def statements(client: TestClient) -> Iterator[list[str]]:
+    engine = client.app.state.services.db.engine  # type: ignore[attr-defined]
+    seen: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+
+
+def _jobs_with_segments(client: TestClient, jobs: int, segments: int) -> list[str]:
+    ids = [client.post("/api/v1/jobs", json=job_spec()).json()["id"] for _ in range(jobs)]
+    services = client.app.state.services  # type: ignore[attr-defined]
+    with services.db.transaction() as session:
+        for job_id in ids:
+            for index in range(segments):
+                session.add(
+                    Segment(
+                        job_id=job_id,
+                        index=index,
+                        state=SegmentState.SUCCEEDED.value,
+                        launch_id=f"{job_id}-{index:04d}",
+                        start_step=index,
+                        end_step=index + 1,
+                        limit_seconds=60,
+                        launch_spec={},
+                        timings={"startup": 1.0, "train": 50.0, "save": 1.0},
+                        metrics=[{"step": index, "loss": 1.0}],
+                    )
+                )
+    return ids
+
+
+@pytest.mark.parametrize(("jobs", "segments"), [(2, 1), (7, 3)])
+def test_get_job_and_a_list_page_cost_a_fixed_number_of_statements(
+    api: TestClient, jobs: int, segments: int
+) -> None:
+    ids = _jobs_with_segments(api, jobs, segments)
+    api.get("/api/v1/jobs")  # the token's last use is recorded at most once a minute: now
+    with statements(api) as get_job:
+        job = api.get(f"/api/v1/jobs/{ids[0]}")
+    with statements(api) as list_page:
+        page = api.get("/api/v1/jobs", params={"limit": 50})
+    cursor = api.get("/api/v1/jobs", params={"limit": 1}).json()["next_cursor"]
+    with statements(api) as cursor_page:
+        later = api.get("/api/v1/jobs", params={"limit": 50, "cursor": cursor})
+    assert job.status_code == page.status_code == later.status_code == 200
+    assert (len(page.json()["items"]), len(later.json()["items"])) == (jobs, jobs - 1)
+    assert len(get_job) == GET_JOB_STATEMENTS, get_job
+    assert len(list_page) == len(cursor_page) == LIST_PAGE_STATEMENTS, list_page
