@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from orchestrator.eta import EtaInputs, QuotaPlan, estimate_finish, steps_in
+from orchestrator.eta import MAX_SESSIONS, EtaInputs, QuotaPlan, estimate_finish, steps_in
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -97,3 +97,26 @@ def test_quota_without_a_limit_changes_nothing(plan: EtaInputs) -> None:
             free.more_sessions,
             0,
         )
+
+
+@given(plan=inputs)
+def test_an_eta_is_given_whenever_a_session_holds_a_step(plan: EtaInputs) -> None:
+    """Without quota, any job whose sessions hold at least one step after their overhead gets an
+    ETA, however short its steps (a 10 ms step included), unless it needs more than MAX_SESSIONS
+    sessions (no plan at all)."""
+    per_session = steps_in(plan.session_seconds - plan.overhead_seconds, plan.step_seconds)
+    if per_session >= 1 and plan.remaining_steps < per_session * (MAX_SESSIONS - 1):
+        assert estimate_finish(replace(plan, quota=None)) is not None
+
+
+@given(plan=inputs, left=st.floats(min_value=0.0, max_value=12 * 3600.0))
+def test_steps_the_running_session_holds_finish_in_it_with_no_more_sessions(
+    plan: EtaInputs, left: float
+) -> None:
+    """Exactly as many steps to go as the running session still holds: they finish in it."""
+    fits = steps_in(left, plan.step_seconds)
+    exact = replace(plan, current_session_left=left, remaining_steps=fits)
+    eta = estimate_finish(exact)
+    assert eta is not None
+    assert eta.more_sessions == 0
+    assert eta.finish_at == plan.now + timedelta(seconds=fits * plan.step_seconds)
