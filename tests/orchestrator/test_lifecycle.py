@@ -3,7 +3,6 @@ real database, and the rules that choose among them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from itertools import product
 
@@ -26,7 +25,6 @@ from orchestrator.lifecycle import (
     job_transition_allowed,
     segment_transition_allowed,
 )
-from orchestrator.migrate import upgrade
 from orchestrator.models import Event, Job, Segment, User
 from orchestrator.transitions import IllegalTransition, StaleState, set_job_state, set_segment_state
 from tests.factories import job_spec
@@ -34,13 +32,10 @@ from tests.orchestrator import lifecycle_oracle as oracle
 
 
 @pytest.fixture
-def db(database_url: str) -> Iterator[Database]:
-    upgrade(database_url)
-    database = Database(database_url)
-    with database.transaction() as session:
+def db(migrated_db: Database) -> Database:
+    with migrated_db.transaction() as session:
         session.add(User(id="u1", name="alice"))
-    yield database
-    database.dispose()
+    return migrated_db
 
 
 def _add_job(db: Database, state: JobState) -> str:
