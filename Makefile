@@ -24,14 +24,10 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest -n $(TEST_WORKERS)
 
-# Every test that starts no session, server, browser or cluster (tests/support/marks.py).
+# Every test that starts no session, server, browser or cluster (tests/support/marks.py), the
+# Hypothesis properties included: the inner loop.
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow"
-
-# Every test not marked integration (PostgreSQL, Redis) or slow (real training sessions), the
-# Hypothesis properties included: a quicker check before `make test`.
-test-fast: $(VENV)/.installed
-	$(PY) -m pytest -m "not integration and not slow"
 
 # Every listed mutant against the tests that must catch it (docs/testing.md); CI runs --guarantees.
 mutate: $(VENV)/.installed
