@@ -17,14 +17,10 @@ from orchestrator.backends.base import Backend, Gone, LaunchRequest, Quota, Reje
 from orchestrator.engine.admission import admit, serialize_admissions
 from orchestrator.engine.checkpoints import NoUsableCheckpoint
 from orchestrator.engine.claim import Claim
-from orchestrator.engine.context import (
-    Context,
-    Next,
-    apply_decision,
-    clip,
-    job_view,
-    stored_spec,
-)
+from orchestrator.engine.context import Context
+from orchestrator.engine.decisions import apply_decision, job_view
+from orchestrator.engine.revisit import Next
+from orchestrator.engine.text import clip
 from orchestrator.lifecycle import (
     JobState,
     SegmentState,
@@ -33,6 +29,7 @@ from orchestrator.lifecycle import (
 )
 from orchestrator.models import Job, Segment
 from orchestrator.planner import build_segment_spec, minimum_session_seconds, plan_next_segment
+from orchestrator.spec import stored_spec
 from orchestrator.transitions import StaleState, record_event, set_job_state, set_segment_state
 from worker.boundary.contract import CheckpointRef, SegmentSpec
 from worker.boundary.launch_id import LaunchId

@@ -10,7 +10,10 @@ from typing import Any
 from sqlalchemy import select, update
 
 from orchestrator.backends.base import Backend, Collected, Gone, Rejected, SessionStatus
-from orchestrator.engine.context import Context, Next, apply_decision, clip, job_view
+from orchestrator.engine.context import Context
+from orchestrator.engine.decisions import apply_decision, job_view
+from orchestrator.engine.revisit import Next
+from orchestrator.engine.text import clip
 from orchestrator.lifecycle import JobState, SegmentEnd, SegmentState, decide_segment_end
 from orchestrator.models import Job, Segment
 from orchestrator.transitions import record_event, set_segment_state
