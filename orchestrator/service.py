@@ -16,7 +16,7 @@ from anyio import CapacityLimiter
 
 from orchestrator.auth import ensure_admin_token
 from orchestrator.auth_throttle import FailureThrottle
-from orchestrator.backends.local import LocalBackend
+from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.backends.registry import Backends
 from orchestrator.celery_app import CeleryNudger, make_app
 from orchestrator.config import Settings

@@ -5,7 +5,7 @@ even while the orchestrator is down. At the limit it sends SIGTERM to the sessio
 then SIGKILL after the grace period. A session that hit its limit loses its output, as on Kaggle:
 its `working/` is deleted. The outcome goes to `status.json`, written atomically, last.
 
-Usage: python -m orchestrator.backends.supervisor SESSION_ROOT
+Usage: python -m orchestrator.backends.local.supervisor SESSION_ROOT
 """
 
 from __future__ import annotations
