@@ -29,6 +29,7 @@ from orchestrator.lifecycle import (
 )
 from orchestrator.models import Job, Segment
 from orchestrator.planner import build_segment_spec, minimum_session_seconds, plan_next_segment
+from orchestrator.session_timings import SessionTimings
 from orchestrator.spec import stored_spec
 from orchestrator.transitions import StaleState, record_event, set_job_state, set_segment_state
 from worker.boundary.contract import CheckpointRef, SegmentSpec
@@ -183,14 +184,14 @@ def _history(session: Session, job_id: str) -> list[PastSegment]:
 
 
 def past_segment(segment: Segment) -> PastSegment:
-    timings = segment.timings or {}
+    timings = SessionTimings.from_json(segment.timings) or SessionTimings()
     return PastSegment(
-        save_seconds=float(timings.get("save", 0.0)),
-        upload_seconds=float(timings.get("upload", 0.0)),
-        worker_seconds=float(timings.get("total", 0.0)),
-        session_seconds=timings.get("session"),
-        step_seconds=timings.get("step_ema"),
-        setup_seconds=float(timings.get("startup", 0.0)) + float(timings.get("load", 0.0)),
+        save_seconds=timings.save or 0.0,
+        upload_seconds=timings.upload or 0.0,
+        worker_seconds=timings.total or 0.0,
+        session_seconds=timings.session,
+        step_seconds=timings.step_ema,
+        setup_seconds=timings.setup,
     )
 
 
