@@ -17,8 +17,8 @@ from pathlib import Path
 from benchmarks.loop import events_path, read_events, session_record
 from benchmarks.records import WayResult
 from benchmarks.workload import Workload
-from orchestrator.backends.sessions import SessionState, session_state, start_session
-from orchestrator.backends.supervisor import SessionExit, SessionPlan
+from orchestrator.backends.local.sessions import SessionState, session_state, start_session
+from orchestrator.backends.local.supervisor import SessionExit, SessionPlan
 from worker.boundary.manifest import read_manifest
 from worker.boundary.paths import CHECKPOINT_DIR
 

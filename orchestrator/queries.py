@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, aliased
 from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
 from orchestrator.models import Checkpoint, Event, Job, Segment
+from orchestrator.session_timings import SessionTimings
 from orchestrator.wire import (
     CheckpointOut,
     EtaOut,
@@ -211,13 +212,14 @@ def job_eta(
     if job.state not in _ETA_STATES:
         return None
     measured = [s for s in segments if s.timings and s.end_step is not None]
-    last = measured[-1].timings if measured else {}
-    step_seconds = (progress.step_seconds if progress else None) or (last or {}).get("step_ema")
+    timings = (SessionTimings.from_json(measured[-1].timings) if measured else None) or (
+        SessionTimings()
+    )
+    step_seconds = (progress.step_seconds if progress else None) or timings.step_ema
     if not isinstance(step_seconds, int | float) or step_seconds <= 0:
         return None
-    timings = last or {}
-    tail = sum(float(timings.get(key) or 0.0) for key in ("save", "upload"))
-    overhead = tail + sum(float(timings.get(key) or 0.0) for key in ("startup", "load"))
+    tail = timings.tail
+    overhead = tail + timings.setup
     session_seconds = float(job.spec.get("session", {}).get("limit_seconds", 0.0))
     active = next((s for s in segments if s.state in _ACTIVE), None)
     current_left = None

@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 from orchestrator.backends.base import Collected, LaunchRequest, SessionStatus
-from orchestrator.backends.local import LocalBackend
+from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.planner import SegmentPlan, build_segment_spec
 from orchestrator.spec import JobSpec
 from worker.boundary.contract import Estimates

@@ -16,19 +16,19 @@ from anyio import CapacityLimiter
 
 from orchestrator.auth import ensure_admin_token
 from orchestrator.auth_throttle import FailureThrottle
-from orchestrator.backends.local import LocalBackend
+from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.backends.registry import Backends
 from orchestrator.celery_app import CeleryNudger, make_app
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.engine import Engine
+from orchestrator.engine.reconcile_loop import ReconcileLoop
 from orchestrator.metrics import CountingBackends
 from orchestrator.migrate import upgrade
 from orchestrator.models import Job, utcnow
 from orchestrator.notifier import Deliveries, NotifierLoop
 from orchestrator.private_files import make_private, sqlite_file
 from orchestrator.quota_cache import QuotaCache
-from orchestrator.reconciler import ReconcileLoop
 from orchestrator.secret_box import SecretBox, load_secret_box
 from orchestrator.trainer_lookup import TrainerFinder
 from orchestrator.webhook_client import WebhookClient

@@ -318,3 +318,8 @@ def load_spec_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a spec must be a mapping")
     return data
+
+
+def stored_spec(data: dict[str, Any]) -> JobSpec:
+    """The spec as submitted. It was validated then; the trainer is not looked up again."""
+    return JobSpec.model_validate(data, context={"stored": True})

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from hypothesis import settings as hypothesis_settings
 from sqlalchemy import create_engine, text
 
-from orchestrator.backends.local import LocalBackend
+from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.migrate import upgrade

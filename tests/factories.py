@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from kagglesdk import KaggleClient, KaggleEnv
 
 from orchestrator.api.main import create_app
-from orchestrator.backends.sessions import SessionState, cancel_session, session_state
+from orchestrator.backends.local.sessions import SessionState, cancel_session, session_state
 from orchestrator.config import Settings
 from orchestrator.models import utcnow
 from orchestrator.reference import run_uninterrupted

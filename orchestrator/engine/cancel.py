@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.backends.base import Backend
-from orchestrator.engine.context import Context, Next
+from orchestrator.engine.context import Context
+from orchestrator.engine.revisit import Next
 from orchestrator.engine.watch import ENDED, session_status
 from orchestrator.lifecycle import SegmentState
 from orchestrator.models import Job, Segment

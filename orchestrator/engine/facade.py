@@ -26,16 +26,13 @@ from orchestrator.engine.backoff import backoff_seconds
 from orchestrator.engine.cancel import abandon, cancel
 from orchestrator.engine.checkpoints import CheckpointStore
 from orchestrator.engine.claim import DEFAULT_LEASE_SECONDS, Claim, Claims
-from orchestrator.engine.context import (
-    Context,
-    Next,
-    active_segment,
-    apply_decision,
-    clip,
-    job_view,
-)
+from orchestrator.engine.context import Context
+from orchestrator.engine.decisions import apply_decision, job_view
 from orchestrator.engine.idle import park_waiting
 from orchestrator.engine.launch import admit_and_launch, launch
+from orchestrator.engine.revisit import Next
+from orchestrator.engine.segments import active_segment
+from orchestrator.engine.text import clip
 from orchestrator.engine.watch import watch
 from orchestrator.lifecycle import (
     ACTIVE_SEGMENT_STATES,

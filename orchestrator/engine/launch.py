@@ -24,15 +24,11 @@ from orchestrator.backends.base import (
 from orchestrator.engine.admission import admit, serialize_admissions
 from orchestrator.engine.checkpoints import NoUsableCheckpoint
 from orchestrator.engine.claim import Claim
-from orchestrator.engine.context import (
-    Context,
-    Next,
-    apply_decision,
-    clip,
-    job_view,
-    stored_spec,
-)
+from orchestrator.engine.context import Context
+from orchestrator.engine.decisions import apply_decision, job_view
+from orchestrator.engine.revisit import Next
 from orchestrator.engine.rollbacks import count_rollbacks
+from orchestrator.engine.text import clip
 from orchestrator.lifecycle import (
     JobState,
     SegmentState,
@@ -47,6 +43,8 @@ from orchestrator.planner import (
     plan_next_segment,
     too_short_for_startup,
 )
+from orchestrator.session_timings import SessionTimings
+from orchestrator.spec import stored_spec
 from orchestrator.transitions import StaleState, record_event, set_job_state, set_segment_state
 from worker.boundary.contract import CheckpointRef, SegmentSpec
 from worker.boundary.launch_id import LaunchId
@@ -206,14 +204,14 @@ def _history(session: Session, job_id: str) -> list[PastSegment]:
 
 
 def past_segment(segment: Segment) -> PastSegment:
-    timings = segment.timings or {}
+    timings = SessionTimings.from_json(segment.timings) or SessionTimings()
     return PastSegment(
-        save_seconds=float(timings.get("save", 0.0)),
-        upload_seconds=float(timings.get("upload", 0.0)),
-        worker_seconds=float(timings.get("total", 0.0)),
-        session_seconds=timings.get("session"),
-        step_seconds=timings.get("step_ema"),
-        setup_seconds=float(timings.get("startup", 0.0)) + float(timings.get("load", 0.0)),
+        save_seconds=timings.save or 0.0,
+        upload_seconds=timings.upload or 0.0,
+        worker_seconds=timings.total or 0.0,
+        session_seconds=timings.session,
+        step_seconds=timings.step_ema,
+        setup_seconds=timings.setup,
     )
 
 

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import select, update
 
 from orchestrator.backends.base import Backend, Collected, Gone, Rejected, SessionStatus
-from orchestrator.engine.context import Context, Next, apply_decision, clip, job_view
+from orchestrator.engine.context import Context
+from orchestrator.engine.decisions import apply_decision, job_view
+from orchestrator.engine.revisit import Next
 from orchestrator.engine.rollbacks import count_rollbacks
+from orchestrator.engine.text import clip
 from orchestrator.lifecycle import JobState, SegmentEnd, SegmentState, decide_segment_end
 from orchestrator.models import Event, Job, Segment
+from orchestrator.session_timings import SessionTimings
 from orchestrator.transitions import record_event, set_segment_state
 from orchestrator.webhooks import STALLED_EVENT
 from worker.boundary.contract import Outcome, WatchdogPolicy
@@ -114,9 +117,9 @@ def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> No
     reason = clip(collected.problem or (result.outcome if result else "no result")) or ""
     fields: dict[str, Any] = {"ended_at": ctx.clock(), "error": clip(collected.problem)}
     if result is not None:
-        timings = asdict(result.timings)
-        timings["session"] = collected.session_seconds
-        timings["step_ema"] = result.step_time_ema
+        timings = SessionTimings.measured(
+            result.timings, collected.session_seconds, result.step_time_ema
+        ).to_json()
         fields |= {"outcome": result.outcome, "timings": timings, "metrics": result.metrics}
     if committed:
         assert result is not None

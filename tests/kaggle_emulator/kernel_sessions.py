@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.backends.supervisor import SessionExit
+from orchestrator.backends.local.supervisor import SessionExit
 from tests.kaggle_emulator.accelerators import Accelerator
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from secrets import token_urlsafe
 
-from orchestrator.backends.sessions import SessionState
+from orchestrator.backends.local.sessions import SessionState
 from tests.kaggle_emulator import quota
 from tests.kaggle_emulator.accelerators import Accelerator, accelerator_for, machine_for
 from tests.kaggle_emulator.data_sources import DataSources

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from orchestrator.backends import sessions
-from orchestrator.backends.supervisor import SessionExit, SessionPlan
+from orchestrator.backends.local import sessions
+from orchestrator.backends.local.supervisor import SessionExit, SessionPlan
 from tests.kaggle_emulator.kernel_sessions import KernelSession
 from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
 from worker.accelerator import EMULATED_ENV
@@ -52,7 +52,7 @@ class SessionRunner(Protocol):
 
 
 class SupervisedRunner:
-    """The real runner: `orchestrator.backends.sessions` with a hard time limit."""
+    """The real runner: `orchestrator.backends.local.sessions` with a hard time limit."""
 
     def __init__(
         self,

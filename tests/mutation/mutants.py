@@ -456,7 +456,7 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="webhook delivery",
         ci=True,
     ),
-    # --- orchestrator/backends/local.py: what collect hands over --------------------------------
+    # --- orchestrator/backends/local/backend.py: what collect hands over ----------------------
     Mutant(
         "local-collect-trusts-stored-copy",
         "local backend",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from orchestrator.backends.sessions import SessionState, session_state
+from orchestrator.backends.local.sessions import SessionState, session_state
 from orchestrator.config import Settings
 from tests.factories import (
     guaranteed_segments,

@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.auth import ADMIN_USER, get_or_create_user
 from orchestrator.backends.base import LaunchRequest
-from orchestrator.backends.local import LocalBackend
+from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.backends.registry import StaticBackends
 from orchestrator.config import Settings
 from orchestrator.db import Database

@@ -28,7 +28,7 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from orchestrator.backends.kaggle.backend import kernel_slug
-from orchestrator.backends.sessions import SessionState, session_state
+from orchestrator.backends.local.sessions import SessionState, session_state
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES
 from orchestrator.models import Checkpoint, Job, Segment
 from tests.factories import FINISHED, job_spec, kaggle_spec, reference_digest

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from orchestrator.backends.base import LaunchRequest, SessionStatus
-from orchestrator.backends.local import LocalBackend
+from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.backends.local.supervisor import SessionPlan
 from orchestrator.backends.registry import StaticBackends
-from orchestrator.backends.supervisor import SessionPlan
 from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.lifecycle import FINISHED_JOB_STATES

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import psutil
 
-from orchestrator.backends import sessions
+from orchestrator.backends.local import sessions
 
-SUPERVISOR_MODULE = "orchestrator.backends.supervisor"
+SUPERVISOR_MODULE = "orchestrator.backends.local.supervisor"
 
 
 def running_supervisors(roots: Iterable[Path] | None = None) -> list[psutil.Process]:

@@ -19,7 +19,7 @@ RESULT_FILE = "result.json"
 HEARTBEAT_FILE = "heartbeat.json"
 CHECKPOINT_DIR = "checkpoint"
 MANIFEST_FILE = "manifest.json"
-# The local supervisor's files (orchestrator/backends/supervisor.py).
+# The local supervisor's files (orchestrator/backends/local/supervisor.py).
 SESSION_FILE = "session.json"
 STATUS_FILE = "status.json"
 PID_FILE = "supervisor.pid"

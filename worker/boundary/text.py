@@ -1,7 +1,7 @@
 """How long the texts users read may be, on both sides: one owner for every storage limit.
 
 The worker clips a failure reason to one line (worker.reasons.one_line); the orchestrator clips
-what it stores (orchestrator.engine.context.clip) and an event's message (transitions.py).
+what it stores (orchestrator.engine.text.clip) and an event's message (transitions.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.base import Collected, LaunchRequest, SessionStatus
-from orchestrator.backends.local import LocalBackend
+from orchestrator.backends.local.backend import LocalBackend
 from tests.factories import stop_sessions
 from tests.support.marks import starts_processes
 from tests.support.segments import make_spec

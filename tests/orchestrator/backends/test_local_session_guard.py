@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from orchestrator.backends.base import LaunchRequest, SessionStatus
-from orchestrator.backends.local import LocalBackend
+from orchestrator.backends.local.backend import LocalBackend
 from tests.factories import stop_sessions
 from tests.support.gates import WAITING_LOG
 from tests.support.segments import make_spec, next_spec

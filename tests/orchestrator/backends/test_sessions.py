@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.backends.sessions import (
+from orchestrator.backends.local.sessions import (
     SessionBusy,
     SessionState,
     cancel_session,
@@ -22,7 +22,7 @@ from orchestrator.backends.sessions import (
     start_session,
     stop_session,
 )
-from orchestrator.backends.supervisor import SessionExit, SessionPlan, SupervisorPid
+from orchestrator.backends.local.supervisor import SessionExit, SessionPlan, SupervisorPid
 from worker.boundary.paths import LAUNCH_LOCK_FILE
 
 

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select, update
 
 from orchestrator.auth import ADMIN_USER, get_or_create_user
-from orchestrator.backends.local import LocalBackend
+from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.backends.registry import StaticBackends
 from orchestrator.db import Database
 from orchestrator.engine import Engine

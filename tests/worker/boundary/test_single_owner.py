@@ -138,8 +138,8 @@ def test_the_scan_covers_the_modules_that_used_to_restate_them() -> None:
     scanned = {path.relative_to(REPO_ROOT).as_posix() for path in _modules()}
     assert {
         "orchestrator/planner.py",
-        "orchestrator/backends/local.py",
-        "orchestrator/backends/supervisor.py",
+        "orchestrator/backends/local/backend.py",
+        "orchestrator/backends/local/supervisor.py",
         "orchestrator/backends/kaggle/backend.py",
         "worker/kaggle_session.py",
         "worker/kaggle_access/chaining.py",

@@ -20,8 +20,7 @@ from orchestrator.backends.base import (
     Slot,
     Transient,
 )
-from orchestrator.backends.log_tail import last_line, read_tail
-from orchestrator.backends.sessions import (
+from orchestrator.backends.local.sessions import (
     SessionBusy,
     SessionState,
     cancel_session,
@@ -30,7 +29,8 @@ from orchestrator.backends.sessions import (
     start_session,
     stop_session,
 )
-from orchestrator.backends.supervisor import SessionExit, SessionPlan
+from orchestrator.backends.local.supervisor import SessionExit, SessionPlan
+from orchestrator.backends.log_tail import last_line, read_tail
 from worker.boundary.contract import READY_LOG, STARTUP_LOG, CheckpointRef, SegmentResult
 from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint
 from worker.boundary.paths import SessionPaths

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psutil
 
-from orchestrator.backends.supervisor import (
+from orchestrator.backends.local.supervisor import (
     CONTROL_SIGNALS,
     SessionExit,
     SessionPlan,
@@ -69,7 +69,7 @@ def start_session(root: Path, plan: SessionPlan) -> int:
         try:
             with open(SessionPaths(root).log, "ab") as log:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "orchestrator.backends.supervisor", str(root)],
+                    [sys.executable, "-m", "orchestrator.backends.local.supervisor", str(root)],
                     cwd=root,
                     stdin=subprocess.DEVNULL,
                     stdout=log,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from orchestrator.engine import Engine
+from orchestrator.engine.facade import Engine
 
 log = logging.getLogger(__name__)
 

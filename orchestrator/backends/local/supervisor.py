@@ -10,7 +10,7 @@ torchrun left behind, or a process that started its own group, becomes its child
 session's main process has ended it kills and reaps all of them before writing `status.json`.
 Nothing of a session runs on after it is collected.
 
-Usage: python -m orchestrator.backends.supervisor SESSION_ROOT
+Usage: python -m orchestrator.backends.local.supervisor SESSION_ROOT
 """
 
 from __future__ import annotations

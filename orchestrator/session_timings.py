@@ -1,0 +1,49 @@
+"""What a segment's `timings` JSON column holds: the worker's phase timings (worker/boundary/
+contract.py `Timings`) plus what the orchestrator measured around the session. Readers go through
+`SessionTimings`, never through the column's keys."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from worker.boundary.contract import Timings
+
+
+@dataclass(frozen=True)
+class SessionTimings:
+    startup: float | None = None
+    load: float | None = None
+    train: float | None = None
+    save: float | None = None
+    upload: float | None = None
+    total: float | None = None
+    session: float | None = None  # the backend's wall time for the whole session
+    step_ema: float | None = None  # moving average of one training step
+
+    @classmethod
+    def measured(
+        cls, worker: Timings, session: float | None, step_ema: float | None
+    ) -> SessionTimings:
+        return cls(**asdict(worker), session=session, step_ema=step_ema)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> SessionTimings | None:
+        """The stored column, or None where the segment measured nothing."""
+        if not data:
+            return None
+        known = {field.name for field in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def setup(self) -> float:
+        """Process start and trainer setup with checkpoint load."""
+        return (self.startup or 0.0) + (self.load or 0.0)
+
+    @property
+    def tail(self) -> float:
+        """Checkpoint commit and its upload."""
+        return (self.save or 0.0) + (self.upload or 0.0)
