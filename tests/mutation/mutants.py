@@ -278,7 +278,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "engine-forgets-measured-save",
         "engine",
         ENGINE_FILES,
-        'save_seconds=float(timings.get("save", 0.0)),',
+        "save_seconds=timings.save or 0.0,",
         "save_seconds=0.0,",
         (
             f"{ENGINE_RULES}::test_the_next_segment_keeps_the_save_and_upload_time_earlier_"
