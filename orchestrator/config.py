@@ -64,6 +64,11 @@ class Settings(BaseSettings):
     # How often a running Kaggle session's status is read: Kaggle's rate limits are not
     # published, so every running job costs one call per this many seconds.
     kaggle_poll_seconds: float = Field(default=30.0, gt=0)
+    # Where Slurm segments' session directories go: a path the submit host and every compute
+    # node see alike (a shared filesystem). Default: data_dir/slurm (docs/slurm.md).
+    slurm_sessions_dir: Path | None = None
+    # How often a Slurm segment's job is looked at (one scontrol call each).
+    slurm_poll_seconds: float = Field(default=5.0, gt=0)
     # Comma-separated Fernet keys that encrypt stored credentials: the first encrypts, all
     # decrypt. Production sets it; unset, a key is generated into data_dir/secret.key.
     secret_keys: SecretStr | None = None
@@ -122,6 +127,10 @@ class Settings(BaseSettings):
     @property
     def sessions_dir(self) -> Path:
         return self.data_dir / "sessions"
+
+    @property
+    def resolved_slurm_sessions_dir(self) -> Path:
+        return self.slurm_sessions_dir or self.data_dir / "slurm"
 
     @property
     def checkpoints_dir(self) -> Path:

@@ -18,6 +18,8 @@ from orchestrator.auth import ensure_admin_token
 from orchestrator.auth_throttle import FailureThrottle
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.backends.registry import Backends
+from orchestrator.backends.slurm.backend import SlurmSite
+from orchestrator.backends.slurm.commands import SlurmCommands, SlurmJobs
 from orchestrator.celery_app import CeleryNudger, make_app
 from orchestrator.config import Settings
 from orchestrator.db import Database
@@ -85,6 +87,13 @@ def build_backends(
         kaggle_timeout=settings.kaggle_call_timeout_seconds,
         kaggle_poll=settings.kaggle_poll_seconds,
         trainer_paths=settings.trainer_path_dirs,
+        slurm=SlurmSite(
+            settings.resolved_slurm_sessions_dir,
+            SlurmJobs(SlurmCommands()),
+            python=settings.worker_python,
+            trainer_paths=settings.trainer_path_dirs,
+            poll_seconds=settings.slurm_poll_seconds,
+        ),
     )
 
 

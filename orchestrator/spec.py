@@ -216,11 +216,70 @@ class KaggleSpec(BaseModel):
         return KAGGLE_SESSION_SECONDS.get(self.accelerator, KAGGLE_DEFAULT_SESSION_SECONDS)
 
 
+# Slurm's own names: partitions, accounts, QOS (letters, digits, and . _ -).
+SLURM_NAME_PATTERN = r"^[A-Za-z0-9][\w.-]*$"
+# `--gres`: gpu, gpu:2, gpu:a100:2, several comma-separated.
+SLURM_GRES_PATTERN = r"^[A-Za-z][\w.-]*(:[\w.-]+){0,2}(,[A-Za-z][\w.-]*(:[\w.-]+){0,2})*$"
+# `--mem`: a number with an optional K/M/G/T unit.
+SLURM_MEM_PATTERN = r"^[1-9][0-9]*[KMGT]?$"
+# Extra sbatch options a spec may add (`--name=value`). Baton sets the rest itself: --time,
+# --job-name, --comment, --output, --signal, --chdir, --export and the resources above.
+SLURM_EXTRA_OPTIONS = frozenset(
+    {
+        "--constraint",
+        "--exclude",
+        "--nodelist",
+        "--reservation",
+        "--mail-type",
+        "--mail-user",
+        "--gpus-per-node",
+        "--gpus",
+        "--nice",
+        "--licenses",
+        "--exclusive",
+        "--hint",
+    }
+)
+SLURM_OPTION_VALUE_PATTERN = r"^[\w.,:@+\[\]=-]*$"
+# Slurm counts walltime in whole minutes.
+SLURM_MIN_SESSION_SECONDS = 60.0
+
+
+class SlurmSpec(BaseModel):
+    """How a job's segments run as Slurm batch jobs: one `sbatch` per segment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    partition: str | None = Field(default=None, max_length=64, pattern=SLURM_NAME_PATTERN)
+    account: str | None = Field(default=None, max_length=64, pattern=SLURM_NAME_PATTERN)
+    qos: str | None = Field(default=None, max_length=64, pattern=SLURM_NAME_PATTERN)
+    gres: str | None = Field(default=None, max_length=128, pattern=SLURM_GRES_PATTERN)
+    # CPUs for the segment's one task (all its ranks share the allocation).
+    cpus: int = Field(default=1, ge=1, le=1024, strict=True)
+    mem: str | None = Field(default=None, max_length=16, pattern=SLURM_MEM_PATTERN)
+    # Further sbatch options from SLURM_EXTRA_OPTIONS, each "--name=value" (or a bare "--name").
+    sbatch_options: list[str] = Field(default_factory=list, max_length=20)
+
+    @field_validator("sbatch_options")
+    @classmethod
+    def _options_allowed(cls, values: list[str]) -> list[str]:
+        for value in values:
+            name, _, argument = value.partition("=")
+            if name not in SLURM_EXTRA_OPTIONS:
+                allowed = ", ".join(sorted(SLURM_EXTRA_OPTIONS))
+                raise ValueError(
+                    f"{name[:40]!r} is not an sbatch option Baton passes on ({allowed})"
+                )
+            if len(value) > 200 or not re.fullmatch(SLURM_OPTION_VALUE_PATTERN, argument):
+                raise ValueError(f"the value of {name} holds characters sbatch options never need")
+        return values
+
+
 class JobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=128, pattern=NAME_PATTERN)
-    backend: Literal["local", "kaggle"]
+    backend: Literal["local", "kaggle", "slurm"]
     trainer: str = Field(max_length=256, pattern=TRAINER_PATTERN)
     config: dict[str, Any] = Field(default_factory=dict)
     total_steps: int = Field(gt=0, le=10**9, strict=True)
@@ -228,6 +287,7 @@ class JobSpec(BaseModel):
     session: SessionSpec
     retry: RetrySpec = Field(default_factory=RetrySpec)
     kaggle: KaggleSpec | None = None
+    slurm: SlurmSpec | None = None
     # Ranks per session (torchrun): 2 uses both GPUs of a t4x2; locally, CPU ranks over gloo.
     nproc: int = Field(default=1, ge=1, le=MAX_NPROC, strict=True)
     # Webhooks told when the job ends, waits for quota, or a segment fails (secrets: never shown).
@@ -239,6 +299,7 @@ class JobSpec(BaseModel):
             self.kaggle = KaggleSpec()
         if self.backend != "kaggle" and self.kaggle is not None:
             raise field_error("JobSpec", ("kaggle",), "kaggle options need backend: kaggle", None)
+        self._slurm_options_fit()
         limit = self.session.limit_seconds
         if self.kaggle is not None and limit > self.kaggle.max_session_seconds:
             message = (
@@ -261,6 +322,16 @@ class JobSpec(BaseModel):
             if not advice.fits:
                 raise field_error("JobSpec", ("config",), advice.message(), None)
         return self
+
+    def _slurm_options_fit(self) -> None:
+        if self.backend == "slurm" and self.slurm is None:
+            self.slurm = SlurmSpec()
+        if self.backend != "slurm" and self.slurm is not None:
+            raise field_error("JobSpec", ("slurm",), "slurm options need backend: slurm", None)
+        limit = self.session.limit_seconds
+        if self.slurm is not None and limit < SLURM_MIN_SESSION_SECONDS:
+            message = f"Slurm's walltime is whole minutes: at least {SLURM_MIN_SESSION_SECONDS:g} s"
+            raise field_error("JobSpec", ("session", "limit_seconds"), message, limit)
 
     @field_validator("config")
     @classmethod

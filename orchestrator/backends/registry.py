@@ -1,4 +1,5 @@
-"""Picks the backend for a job: the shared local one, or a Kaggle one on its owner's account."""
+"""Picks the backend for a job: the shared local one, a Kaggle one on its owner's account, or a
+Slurm one with the job's `slurm:` options."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from typing import Protocol
 
 from orchestrator.backends.base import Backend, Rejected
 from orchestrator.backends.kaggle.backend import POLL_SECONDS, KaggleBackend
+from orchestrator.backends.slurm.backend import SlurmSite
 from orchestrator.credentials import load_kaggle_credentials
 from orchestrator.db import Database
 from orchestrator.models import Job
 from orchestrator.secret_box import SecretBox
-from orchestrator.spec import KaggleSpec
+from orchestrator.spec import KaggleSpec, SlurmSpec
 from worker.kaggle_access.client import (
     DEFAULT_TIMEOUT_SECONDS,
     ClientFactory,
@@ -46,7 +48,9 @@ class Backends:
         kaggle_timeout: float = DEFAULT_TIMEOUT_SECONDS,
         kaggle_poll: float = POLL_SECONDS,
         trainer_paths: Sequence[Path] = (),
+        slurm: SlurmSite | None = None,
     ) -> None:
+        self.slurm = slurm
         self.kaggle_poll = kaggle_poll
         self.trainer_paths = list(trainer_paths)
         self.local = local
@@ -57,6 +61,10 @@ class Backends:
         self.kaggle_timeout = kaggle_timeout
 
     def for_job(self, job: Job) -> Backend:
+        if job.backend == "slurm":
+            if self.slurm is None:
+                raise Rejected("this orchestrator has no Slurm site configured")
+            return self.slurm.backend(SlurmSpec.model_validate(job.spec["slurm"]))
         if job.backend != "kaggle":
             return self.local
         with self.db.transaction() as session:

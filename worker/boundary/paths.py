@@ -3,7 +3,8 @@
 A session is laid out like a Kaggle session: `input/` (read-only data, the resume checkpoint
 in `input/checkpoint`), `working/` (the output: `checkpoint/`, `result.json`, `heartbeat.json`),
 plus `segment.json` at the root. A local session also holds its supervisor's files: the plan
-(`session.json`), the outcome (`status.json`), `supervisor.pid`, `launch.lock` and `log.txt`.
+(`session.json`), the outcome (`status.json`), `supervisor.pid`, `launch.lock` and `log.txt`; a
+Slurm session its batch script, `log.txt` and the two records the script writes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ STATUS_FILE = "status.json"
 PID_FILE = "supervisor.pid"
 LAUNCH_LOCK_FILE = "launch.lock"
 LOG_FILE = "log.txt"
+# A Slurm session's files (orchestrator/backends/slurm/): the batch script sbatch runs, what the
+# job wrote on starting (its job id and the allocation's end time) and on ending (exit code).
+SLURM_SCRIPT_FILE = "slurm-job.sh"
+SLURM_STARTED_FILE = "slurm-started.json"
+SLURM_ENDED_FILE = "slurm-ended.json"
 # The local control channel (worker/control.py): the supervisor writes a command, the worker
 # reads it between steps.
 CONTROL_FILE = "control"
@@ -90,6 +96,18 @@ class SessionPaths:
     @property
     def log(self) -> Path:
         return self.root / LOG_FILE
+
+    @property
+    def slurm_script(self) -> Path:
+        return self.root / SLURM_SCRIPT_FILE
+
+    @property
+    def slurm_started(self) -> Path:
+        return self.root / SLURM_STARTED_FILE
+
+    @property
+    def slurm_ended(self) -> Path:
+        return self.root / SLURM_ENDED_FILE
 
     @property
     def control(self) -> Path:

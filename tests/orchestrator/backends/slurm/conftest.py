@@ -1,0 +1,3 @@
+from tests.support.slurm import slurm_cluster
+
+__all__ = ["slurm_cluster"]
