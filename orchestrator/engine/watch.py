@@ -38,7 +38,8 @@ def watch(ctx: Context, job: Job, segment: Segment, backend: Backend) -> Next:
     if status not in ENDED:
         if overran(ctx, segment, backend):
             return _kill_overrun(ctx, job, segment, backend)
-        _record_progress(ctx, segment, backend)
+        progress = _record_progress(ctx, segment, backend)
+        _note_backend_queue(ctx, job, status, progress)
         return Next(backend.poll_seconds)
     try:
         collected = backend.collect(segment.handle, ctx.store.path(job.id, segment.index))
@@ -74,16 +75,35 @@ def _kill_overrun(ctx: Context, job: Job, segment: Segment, backend: Backend) ->
     return Next(None, again=True)
 
 
-def _record_progress(ctx: Context, segment: Segment, backend: Backend) -> None:
+def _record_progress(ctx: Context, segment: Segment, backend: Backend) -> dict[str, Any] | None:
     assert segment.handle is not None
     progress = backend.progress(segment.handle)
     if progress is None:
-        return
+        return None
     if progress == segment.progress:
         _note_stalled(ctx, segment, progress)
-        return
+        return progress
     with ctx.db.transaction() as session:
         session.execute(update(Segment).where(Segment.id == segment.id).values(progress=progress))
+    return progress
+
+
+def _note_backend_queue(
+    ctx: Context, job: Job, status: SessionStatus, progress: dict[str, Any] | None
+) -> None:
+    """A launched session still waiting in the backend's own queue (Slurm's pending reason,
+    given as the progress's `waiting`) shows as the job's queue reason until it starts."""
+    waiting = progress.get("waiting") if progress else None
+    reason = (
+        clip(f"waiting in the queue: {waiting}")
+        if status is SessionStatus.QUEUED and isinstance(waiting, str)
+        else None
+    )
+    if reason == job.queue_reason:
+        return
+    with ctx.db.transaction() as session:
+        session.execute(update(Job).where(Job.id == job.id).values(queue_reason=reason))
+    job.queue_reason = reason
 
 
 def _note_stalled(ctx: Context, segment: Segment, beat: dict[str, Any]) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,10 +82,10 @@ def start_cluster() -> SlurmCluster | str:
 
 @pytest.fixture(scope="session")
 @starts_processes
-def slurm_cluster() -> Iterator[SlurmCluster]:
+def slurm_cluster() -> SlurmCluster:
     found = start_cluster()
     if isinstance(found, str):
         if require_services():
             pytest.fail(found)
         pytest.skip(found)
-    yield found
+    return found

@@ -135,9 +135,11 @@ class SlurmBackend:
     def find(self, launch_id: str) -> str | None:
         # The job exists in slurmctld from the moment sbatch returns; its record ages out
         # MinJobAge after it ends, when the job's own start record still names it.
-        for record in self.jobs.named(job_name(launch_id)):
-            if record.comment in ("", launch_id):
-                return str(SlurmHandle(launch_id, record.job_id))
+        mine = [r for r in self.jobs.named(job_name(launch_id)) if r.comment in ("", launch_id)]
+        if mine:
+            # One job per launch id; should there be more, the live one, else the newest.
+            newest = max(mine, key=lambda r: (r.state not in ENDED_STATES, int(r.job_id)))
+            return str(SlurmHandle(launch_id, newest.job_id))
         started = _read_json(self._paths(launch_id).slurm_started)
         if started is not None and str(started.get("job_id", "")).isdigit():
             return str(SlurmHandle(launch_id, str(started["job_id"])))
@@ -213,7 +215,7 @@ class SlurmBackend:
         """The heartbeat while the job runs; while it waits in Slurm's queue, why it waits."""
         record = self._seen.get(handle)
         if record is not None and record.state in PENDING_STATES:
-            return {"waiting": record.reason or record.state}
+            return {"waiting": record.reason or "not yet scheduled"}
         beat = _read_json(self._paths(SlurmHandle.parse(handle).launch_id).heartbeat)
         return beat
 

@@ -159,7 +159,7 @@ def record_from_scontrol(fields: Mapping[str, str]) -> JobRecord:
         state=state,
         reason=None if reason in (None, "None") else reason,
         name=fields.get("JobName", ""),
-        comment="" if fields.get("Comment") in (None, "(null)") else fields["Comment"],
+        comment="" if fields.get("Comment") in (None, "(null)") else fields["Comment"].strip(),
         start_time=slurm_time(fields.get("StartTime")),
         end_time=slurm_time(fields.get("EndTime")),
         exit_code=fields.get("ExitCode"),
