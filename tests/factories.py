@@ -197,7 +197,8 @@ def kaggle_spec(kaggle: dict[str, Any] | None = None, **overrides: Any) -> dict[
 
 def reference_digest(spec: dict[str, Any], workdir: Path) -> str:
     """The model digest of `spec` trained in one uninterrupted local session."""
-    local = {key: value for key, value in spec.items() if key != "kaggle"} | {"backend": "local"}
+    local = {key: value for key, value in spec.items() if key not in ("kaggle", "slurm")}
+    local |= {"backend": "local"}
     reference = run_uninterrupted(JobSpec.model_validate(local), workdir)
     assert reference.manifest is not None, reference.problem
     return reference.manifest.model_digest
