@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import account, jobs, kaggle, server, workers
+from orchestrator.cli import account, jobs, kaggle, server, slurm, workers
 from orchestrator.cli.context import CliOptions
 from orchestrator.cli.errors import CliError
 
@@ -55,7 +55,7 @@ def _options(
 
 
 # Each command module adds its commands in one line (`scale` adds worker/beat the same way).
-for module in (server, jobs, account, workers, kaggle):
+for module in (server, jobs, account, workers, kaggle, slurm):
     module.register(app)
 
 

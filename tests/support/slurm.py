@@ -34,9 +34,7 @@ class SlurmCluster:
         return SlurmJobs(SlurmCommands(self.env))
 
     def backend(self, sessions_dir: Path, options: SlurmSpec | None = None) -> SlurmBackend:
-        return SlurmBackend(
-            sessions_dir, options or SlurmSpec(), self.jobs(), poll_seconds=1.0
-        )
+        return SlurmBackend(sessions_dir, options or SlurmSpec(), self.jobs(), poll_seconds=1.0)
 
     def squeue_state(self, job_id: str) -> str:
         done = subprocess.run(

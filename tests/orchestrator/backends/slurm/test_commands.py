@@ -62,7 +62,8 @@ def test_a_record_with_spaces_in_a_value_keeps_every_field() -> None:
 def test_the_allocation_end_time_is_read_in_the_cluster_local_time() -> None:
     record = record_from_scontrol(parse_scontrol_record(recorded.SCONTROL_RUNNING))
     assert record.end_time == datetime(2026, 11, 23, 23, 28, 51).timestamp()
-    assert record.start_time is not None and record.end_time - record.start_time == 60
+    assert record.start_time is not None
+    assert record.end_time - record.start_time == 60
 
 
 @pytest.mark.parametrize(
@@ -143,11 +144,13 @@ def test_launch_writes_the_session_and_submits_with_the_launch_id(tmp_path: Path
     handle = backend.launch(LaunchRequest("j1-0000", spec, None))
     assert handle == "j1-0000@77"
     argv = replay.calls[0]
-    assert "--job-name=baton-j1-0000" in argv and "--comment=j1-0000" in argv
+    assert "--job-name=baton-j1-0000" in argv
+    assert "--comment=j1-0000" in argv
     assert "--time=2" in argv  # 90 s rounds up to whole minutes
     for option in ("--partition=gpu", "--account=lab", "--gres=gpu:1", "--mem=16G"):
         assert option in argv
-    assert "--cpus-per-task=4" in argv and "--export=NONE" in argv
+    assert "--cpus-per-task=4" in argv
+    assert "--export=NONE" in argv
     paths = SessionPaths(tmp_path / "j1-0000")
     assert argv[-1] == str(paths.slurm_script)
     assert SegmentSpec.read(paths.segment) == spec

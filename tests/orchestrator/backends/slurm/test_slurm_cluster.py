@@ -1,7 +1,8 @@
 """The Slurm backend against a real single-node Slurm (tests/support/slurm_cluster.sh): chained
 one-minute allocations end on the uninterrupted digest, each by the worker's own commit; a
 segment scancel'ed from outside is retried; `baton cancel` ends the Slurm job at once; a crash
-right after sbatch adopts the job instead of submitting it twice; two ranks chain too."""
+right after sbatch adopts the job instead of submitting it twice; two ranks chain too; the
+preflight reports what it saw."""
 
 from __future__ import annotations
 
@@ -14,16 +15,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from orchestrator.auth import ADMIN_USER, get_or_create_user
 from orchestrator.backends.registry import StaticBackends
 from orchestrator.backends.slurm.commands import ENDED_STATES
+from orchestrator.backends.slurm.preflight import Outcome, run_check
 from orchestrator.backends.slurm.script import job_name
 from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.lifecycle import UserAction
-from orchestrator.models import Checkpoint, Job, Segment
+from orchestrator.models import Checkpoint, Segment
 from orchestrator.spec import JobSpec, SlurmSpec
 from tests.factories import guaranteed_segments, job_spec, reference_digest
 from tests.support.engine_runs import job_and_segments, reconcile_until_finished
@@ -100,11 +100,11 @@ def _scancel_when_running(cluster: SlurmCluster, db: Database, job_id: str) -> s
         _, segments = job_and_segments(db, job_id)
         second = segments[1] if len(segments) > 1 else None
         beat = second.progress if second is not None else None
-        if second is not None and second.handle and isinstance(beat, dict) and "step" in beat:
-            if beat["step"] > second.start_step + 5:
-                slurm_job = second.handle.rpartition("@")[2]
-                subprocess.run(["scancel", slurm_job], env=cluster.env, check=True)
-                return second.launch_id
+        running = second is not None and second.handle and isinstance(beat, dict)
+        if running and beat.get("step", 0) > second.start_step + 5:
+            slurm_job = second.handle.rpartition("@")[2]
+            subprocess.run(["scancel", slurm_job], env=cluster.env, check=True)
+            return second.launch_id
         time.sleep(0.5)
     raise AssertionError("the second segment never ran")
 
@@ -198,3 +198,16 @@ def test_two_ranks_chain_across_allocations_to_the_digest(
     assert len(segments) >= 2
     assert {s.outcome for s in segments[:-1]} == {"deadline"}
     assert final_digest(sqlite_db, job_id, 240) == reference_digest(spec, tmp_path / "ref")
+
+
+def test_the_preflight_reports_limits_end_time_signal_and_shared_filesystem(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    report = run_check(slurm_cluster.jobs(), tmp_path, SlurmSpec())
+    outcomes = {check.name: check for check in report.checks}
+    assert report.passed, report.checks
+    assert "MaxTime=" in outcomes["partition"].detail
+    assert outcomes["shared filesystem"].outcome is Outcome.OK
+    # A one-minute allocation, as the job itself read it.
+    assert "s after its start" in outcomes["end time"].detail
+    assert outcomes["signal"].outcome in (Outcome.OK, Outcome.WARN)
