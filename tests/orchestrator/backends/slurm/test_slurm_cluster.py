@@ -99,12 +99,12 @@ def _scancel_when_running(cluster: SlurmCluster, db: Database, job_id: str) -> s
     while time.monotonic() < deadline:
         _, segments = job_and_segments(db, job_id)
         second = segments[1] if len(segments) > 1 else None
-        beat = second.progress if second is not None else None
-        running = second is not None and second.handle and isinstance(beat, dict)
-        if running and beat.get("step", 0) > second.start_step + 5:
-            slurm_job = second.handle.rpartition("@")[2]
-            subprocess.run(["scancel", slurm_job], env=cluster.env, check=True)
-            return second.launch_id
+        if second is not None and second.handle is not None:
+            beat = second.progress or {}
+            if beat.get("step", 0) > second.start_step + 5:
+                slurm_job = second.handle.rpartition("@")[2]
+                subprocess.run(["scancel", slurm_job], env=cluster.env, check=True)
+                return second.launch_id
         time.sleep(0.5)
     raise AssertionError("the second segment never ran")
 
@@ -211,3 +211,30 @@ def test_the_preflight_reports_limits_end_time_signal_and_shared_filesystem(
     # A one-minute allocation, as the job itself read it.
     assert "s after its start" in outcomes["end time"].detail
     assert outcomes["signal"].outcome in (Outcome.OK, Outcome.WARN)
+
+
+def test_a_pending_segment_shows_slurms_reason_as_the_jobs_wait_reason(
+    slurm_cluster: SlurmCluster, sqlite_db: Database, tmp_path: Path
+) -> None:
+    spec = slurm_spec(total_steps=40, step_sleep=0.1)
+    # Held back by a start time an hour away (an option users cannot pass: tests only), so the
+    # job pends without taking the cluster from the other tests.
+    held = SlurmSpec.model_construct(cpus=1, sbatch_options=["--begin=now+3600"])
+    backend = slurm_cluster.backend(tmp_path / "slurm", held)
+    engine = Engine(sqlite_db, StaticBackends({"slurm": backend}), tmp_path / "checkpoints")
+    user_id, job_id = submit(engine, spec)
+    try:
+        deadline = time.monotonic() + 60
+        job, _ = job_and_segments(sqlite_db, job_id)
+        while job.queue_reason is None and time.monotonic() < deadline:
+            engine.reconcile_job(job_id)
+            time.sleep(0.5)
+            job, segments = job_and_segments(sqlite_db, job_id)
+        assert job.state == "running"
+        assert job.queue_reason == "waiting in the queue: BeginTime"
+    finally:
+        engine.act(user_id, job_id, UserAction.CANCEL)
+        engine.reconcile_job(job_id)
+    _, segments = job_and_segments(sqlite_db, job_id)
+    assert segments[0].handle is not None
+    assert slurm_cluster.squeue_state(segments[0].handle.rpartition("@")[2]) == "CANCELLED"
