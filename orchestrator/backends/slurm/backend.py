@@ -29,6 +29,7 @@ from orchestrator.backends.base import (
     Rejected,
     SessionStatus,
     Slot,
+    Transient,
 )
 from orchestrator.backends.local.backend import link_or_copy_tree
 from orchestrator.backends.log_tail import last_line, read_tail
@@ -99,6 +100,16 @@ class SlurmBackend:
         return SessionPaths(self.sessions_dir / launch_id)
 
     def launch(self, request: LaunchRequest) -> str:
+        try:
+            options = self._prepare(request)
+        except OSError as exc:
+            # The shared filesystem is full, unmounted or refusing: nothing was submitted.
+            raise Transient(f"cannot write the session directory: {exc}") from exc
+        job_id = self.jobs.submit(options, str(self._paths(request.launch_id).slurm_script))
+        return str(SlurmHandle(request.launch_id, job_id))
+
+    def _prepare(self, request: LaunchRequest) -> list[str]:
+        """Write the session directory and the batch script; the sbatch options."""
         paths = self._paths(request.launch_id)
         # The engine calls launch only after `find` saw no job under this launch id: whatever a
         # launch that died before sbatch left here is stale.
@@ -128,9 +139,7 @@ class SlurmBackend:
             )
         )
         paths.slurm_script.chmod(0o700)
-        options = sbatch_options(request.launch_id, paths, self.options, spec.limit_seconds)
-        job_id = self.jobs.submit(options, str(paths.slurm_script))
-        return str(SlurmHandle(request.launch_id, job_id))
+        return sbatch_options(request.launch_id, paths, self.options, spec.limit_seconds)
 
     def find(self, launch_id: str) -> str | None:
         # The job exists in slurmctld from the moment sbatch returns; its record ages out

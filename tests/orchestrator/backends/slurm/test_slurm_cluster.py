@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,14 @@ def submit(engine: Engine, spec: dict[str, Any]) -> tuple[str, str]:
     return user_id, engine.submit(user_id, JobSpec.model_validate(spec)).id
 
 
+def reference_beside(spec: dict[str, Any], workdir: Path) -> Future[str]:
+    """The uninterrupted run's digest, computed locally while the chain runs on Slurm."""
+    pool = ThreadPoolExecutor(1)
+    future = pool.submit(reference_digest, spec, workdir)
+    pool.shutdown(wait=False)
+    return future
+
+
 def final_digest(db: Database, job_id: str, step: int) -> str:
     with db.transaction() as session:
         rows = session.query(Checkpoint).filter_by(job_id=job_id, step=step).all()
@@ -76,6 +85,7 @@ def test_one_minute_allocations_chain_to_the_uninterrupted_digest(
     assert guaranteed_segments(spec) >= 4
     engine = engine_on(slurm_cluster, sqlite_db, tmp_path / "data", spec)
     _, job_id = submit(engine, spec)
+    reference = reference_beside(spec, tmp_path / "ref")
     reconcile_until_finished(engine, CHAIN_TIMEOUT)
     job, segments = job_and_segments(sqlite_db, job_id)
     assert job.state == "succeeded", job.reason
@@ -90,7 +100,7 @@ def test_one_minute_allocations_chain_to_the_uninterrupted_digest(
         )
         assert float(started["deadline"]) <= float(started["end_time"])
     assert [s.start_step for s in segments[1:]] == [s.end_step for s in segments[:-1]]
-    assert final_digest(sqlite_db, job_id, 760) == reference_digest(spec, tmp_path / "ref")
+    assert final_digest(sqlite_db, job_id, 760) == reference.result()
 
 
 def _scancel_when_running(cluster: SlurmCluster, db: Database, job_id: str) -> str:
@@ -115,6 +125,7 @@ def test_a_segment_scancelled_from_outside_is_retried_from_the_last_commit(
     spec = slurm_spec(total_steps=300, step_sleep=0.25)
     engine = engine_on(slurm_cluster, sqlite_db, tmp_path / "data", spec)
     _, job_id = submit(engine, spec)
+    reference = reference_beside(spec, tmp_path / "ref")
     cancelled: list[str] = []
     watcher = threading.Thread(
         target=lambda: cancelled.append(_scancel_when_running(slurm_cluster, sqlite_db, job_id))
@@ -131,7 +142,7 @@ def test_a_segment_scancelled_from_outside_is_retried_from_the_last_commit(
     last_commit = hit.end_step if hit.state == "succeeded" else segments[hit.index - 1].end_step
     assert hit.outcome in ("stopped", "failed", "lost")
     assert after.start_step == last_commit
-    assert final_digest(sqlite_db, job_id, 300) == reference_digest(spec, tmp_path / "ref")
+    assert final_digest(sqlite_db, job_id, 300) == reference.result()
 
 
 def test_baton_cancel_ends_the_slurm_job_within_one_tick(
@@ -173,6 +184,7 @@ def test_a_crash_right_after_sbatch_adopts_the_job_instead_of_submitting_it_agai
             [*command, job_id, die_at], env=slurm_cluster.env, timeout=600, check=False
         ).returncode
 
+    reference = reference_beside(spec, tmp_path / "ref")
     assert orchestrator("submitted") == -signal.SIGKILL
     _, segments = job_and_segments(sqlite_db, job_id)
     assert [(s.state, s.handle) for s in segments] == [("launching", None)]
@@ -182,7 +194,7 @@ def test_a_crash_right_after_sbatch_adopts_the_job_instead_of_submitting_it_agai
     for segment in segments:
         submitted = slurm_cluster.jobs().named(job_name(segment.launch_id))
         assert len(submitted) == 1, f"{segment.launch_id} was submitted {len(submitted)} times"
-    assert final_digest(sqlite_db, job_id, 40) == reference_digest(spec, tmp_path / "ref")
+    assert final_digest(sqlite_db, job_id, 40) == reference.result()
 
 
 def test_two_ranks_chain_across_allocations_to_the_digest(
@@ -192,12 +204,13 @@ def test_two_ranks_chain_across_allocations_to_the_digest(
     assert guaranteed_segments(spec) >= 2
     engine = engine_on(slurm_cluster, sqlite_db, tmp_path / "data", spec)
     _, job_id = submit(engine, spec)
+    reference = reference_beside(spec, tmp_path / "ref")
     reconcile_until_finished(engine, CHAIN_TIMEOUT)
     job, segments = job_and_segments(sqlite_db, job_id)
     assert job.state == "succeeded", job.reason
     assert len(segments) >= 2
     assert {s.outcome for s in segments[:-1]} == {"deadline"}
-    assert final_digest(sqlite_db, job_id, 240) == reference_digest(spec, tmp_path / "ref")
+    assert final_digest(sqlite_db, job_id, 240) == reference.result()
 
 
 def test_the_preflight_reports_limits_end_time_signal_and_shared_filesystem(
