@@ -76,7 +76,8 @@ class JobSummary(_FromRow):
     pause_requested: bool
     wait_until: datetime | None
     reason: str | None
-    # Why a queued job has not been launched yet (no free session slot), if it is waiting.
+    # Why a queued job has not been launched yet (no free session slot), or why its launched
+    # session still waits in the backend's own queue (Slurm's pending reason).
     queue_reason: str | None = None
     created_at: datetime
     updated_at: datetime

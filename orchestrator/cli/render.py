@@ -64,7 +64,7 @@ def jobs_table(jobs: Sequence[JobSummary]) -> Table:
             state(job.state),
             steps(job),
             job.eta.text if job.eta else "",
-            job.reason or "",
+            job.reason or job.queue_reason or "",
         )
     return table
 
@@ -75,8 +75,8 @@ def job_summary(job: JobOut) -> str:
         line += f"  loss {job.progress.loss:.4g}"
     if job.eta:
         line += f"  ({job.eta.text})"
-    if job.reason:
-        line += f"\n  {job.reason}"
+    if job.reason or job.queue_reason:
+        line += f"\n  {job.reason or job.queue_reason}"
     return line
 
 
