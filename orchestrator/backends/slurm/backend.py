@@ -85,7 +85,8 @@ class SlurmBackend:
         poll_seconds: float = POLL_SECONDS,
         slots: int = DEFAULT_SLOTS,
     ) -> None:
-        self.sessions_dir = sessions_dir
+        # Absolute: the batch script and sbatch --chdir name it from the compute node.
+        self.sessions_dir = sessions_dir.resolve()
         self.options = options
         self.jobs = jobs
         self.python = python or sys.executable
