@@ -40,7 +40,7 @@ def _without(key: str) -> dict[str, Any]:
 BAD_SPECS = [
     ("missing total_steps", _without("total_steps"), ["body", "total_steps"]),
     ("negative steps", job_spec(total_steps=-5), ["body", "total_steps"]),
-    ("unknown backend", job_spec(backend="slurm"), ["body", "backend"]),
+    ("unknown backend", job_spec(backend="lsf"), ["body", "backend"]),
     ("unknown trainer module", job_spec(trainer="nope.nothing:X"), ["body", "trainer"]),
     ("unknown trainer class", job_spec(trainer="tests.support.trainers:Nope"), ["body", "trainer"]),
     ("malformed trainer", job_spec(trainer="os.system('x')"), ["body", "trainer"]),
