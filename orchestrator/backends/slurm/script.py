@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from orchestrator.spec import SlurmSpec
 from worker.boundary.paths import SessionPaths
@@ -26,7 +25,8 @@ from worker.control import Command
 
 # The script's own work after the worker exits (one small file); Slurm kills at the end time.
 EXIT_MARGIN_SECONDS = 3
-# Slurm's warning signal: asked this long before the end (it may come earlier still).
+# Slurm's warning signal: asked this long before the end (it may come earlier still), at most
+# half the allocation.
 SIGNAL_LEAD_SECONDS = 60
 JOB_NAME_PREFIX = "baton-"
 
@@ -41,12 +41,10 @@ def walltime_minutes(limit_seconds: float) -> int:
     return max(1, math.ceil(limit_seconds / 60 - 1e-9))
 
 
-@dataclass(frozen=True)
-class BatchJob:
-    """One segment's sbatch: its options and script text."""
-
-    options: list[str]
-    script: str
+def signal_lead(limit_seconds: float) -> int:
+    """Seconds before the end Slurm is asked to warn: SIGNAL_LEAD_SECONDS, at most half the
+    allocation (a lead as long as the allocation would warn at the start)."""
+    return min(SIGNAL_LEAD_SECONDS, walltime_minutes(limit_seconds) * 30)
 
 
 def sbatch_options(launch_id: str, paths: SessionPaths, spec: SlurmSpec, limit: float) -> list[str]:
@@ -56,7 +54,7 @@ def sbatch_options(launch_id: str, paths: SessionPaths, spec: SlurmSpec, limit: 
         f"--time={walltime_minutes(limit)}",
         f"--output={paths.log}",
         f"--chdir={paths.root}",
-        f"--signal=B:USR1@{SIGNAL_LEAD_SECONDS}",
+        f"--signal=B:USR1@{signal_lead(limit)}",
         # Only SLURM_* variables reach the job: never the orchestrator's tokens or keys.
         "--export=NONE",
         "--nodes=1",
@@ -90,6 +88,13 @@ def batch_script(
     return f"""#!/bin/bash
 # A Baton segment (orchestrator/backends/slurm/script.py). Slurm runs it in {q(str(paths.root))}.
 umask 077
+# Traps first: Slurm may send its warning (and scancel its TERM) while the script starts, and
+# bash's default for USR1 is to die.
+worker=""
+signalled=""
+backstop_pid=""
+trap 'signalled=$(date +%s)' USR1
+trap 'if [ -n "$worker" ]; then kill -TERM "$worker" 2>/dev/null; else exit 143; fi' TERM
 export PATH={q(search)}
 {exports}
 started=$(date +%s.%N)
@@ -110,16 +115,19 @@ mv {q(str(paths.slurm_started))}.tmp {q(str(paths.slurm_started))}
 echo "baton: Slurm job $SLURM_JOB_ID, allocation ends at $end ($end_epoch)"
 
 backstop() {{
-    now=$(date +%s)
+    now=${{signalled:-$(date +%s)}}
+    signalled=""
     echo "baton: Slurm's warning signal arrived at $now, $(( end_epoch - now )) s before the end"
     (
-        wait_for=$(( ${{deadline%.*}} - now ))
+        wait_for=$(( ${{deadline%.*}} - $(date +%s) ))
         [ "$wait_for" -gt 0 ] && sleep "$wait_for"
         echo {Command.PAUSE.value} > {q(str(paths.control))}
-    ) &
+    ) >/dev/null 2>&1 &
+    backstop_pid=$!
 }}
 trap backstop USR1
-trap 'kill -TERM "$worker" 2>/dev/null' TERM
+# A warning that came before the deadline was known arms the backstop now.
+[ -n "$signalled" ] && backstop
 
 {q(python)} -m worker --root {q(str(paths.root))} --started-at "$origin" &
 worker=$!
@@ -132,6 +140,7 @@ while true; do
     fi
     break
 done
+[ -n "$backstop_pid" ] && kill "$backstop_pid" 2>/dev/null
 printf '{{"exit_code": %d, "started_at": %s, "ended_at": %s}}\\n' \\
     "$code" "$started" "$(date +%s.%N)" > {q(str(paths.slurm_ended))}.tmp
 mv {q(str(paths.slurm_ended))}.tmp {q(str(paths.slurm_ended))}
