@@ -92,7 +92,9 @@ def test_one_minute_allocations_chain_to_the_uninterrupted_digest(
     assert len(segments) >= 4
     # Every allocation ended by the worker's own commit before its end time: the deadline,
     # then completion; never Slurm's kill (the batch script ran to its end, exit 0).
-    assert [s.outcome for s in segments] == ["deadline"] * (len(segments) - 1) + ["completed"]
+    outcomes = [s.outcome for s in segments]
+    expected = ["deadline"] * (len(segments) - 1) + ["completed"]
+    assert outcomes == expected, [(s.outcome, s.error) for s in segments]
     for segment in segments:
         assert ended_record(tmp_path / "data", segment)["exit_code"] == 0
         started = json.loads(
