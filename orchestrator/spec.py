@@ -237,6 +237,9 @@ class JobSpec(BaseModel):
     nproc: int = Field(default=1, ge=1, le=MAX_NPROC, strict=True)
     # Webhooks told when the job ends, waits for quota, or a segment fails (secrets: never shown).
     notify: NotifySpec | None = None
+    # Checkpoints whose files a succeeded job keeps, newest first: by default only its final
+    # one (a running job keeps the server's `keep_checkpoints`; on Kaggle, `keep_versions`).
+    keep_when_done: int = Field(default=1, ge=1, le=1000, strict=True)
 
     @model_validator(mode="after")
     def _kaggle_options_fit(self) -> JobSpec:

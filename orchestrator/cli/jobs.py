@@ -419,11 +419,17 @@ def _say_whether_kaggle_hears(spec: dict[str, Any], action: str) -> None:
 
 
 def checkpoints(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
-    """A job's kept checkpoints (those whose files can be downloaded): step, size and digest."""
+    """A job's checkpoints: step, size, digest, and whether its files are still kept (only the
+    newest are; a finished job keeps its final one) or were pruned."""
     from orchestrator.wire import CheckpointOut
 
     with connect(ctx) as client:
-        rows = client.call("GET", f"/api/v1/jobs/{job}/checkpoints", list[CheckpointOut])
+        rows = client.call(
+            "GET",
+            f"/api/v1/jobs/{job}/checkpoints",
+            list[CheckpointOut],
+            params={"include_pruned": "true"},
+        )
     if as_json:
         render.print_json(rows)
     else:

@@ -279,6 +279,19 @@ class KaggleBackend:
                 return
             kept = self.kept_checkpoints.save(kept[1:])
 
+    def _release_finished_job(self) -> None:
+        """The job is done and its final checkpoint is in Baton's store: delete every dataset it
+        holds on Kaggle (its checkpoints, a self-chaining job's one dataset, the control
+        channel), so a finished job takes no private storage. Best effort: what cannot be
+        deleted now is named in the log, and stays until its owner deletes it on kaggle.com."""
+        slugs = [*self.kept_checkpoints.load(), self.dataset.slug, self.control.slug]
+        for slug in slugs:
+            try:
+                self.dataset_deleter(slug)
+            except (Transient, Rejected) as exc:
+                log.warning("could not delete %s/%s: %s", self.account.username, slug, exc)
+        self.kept_checkpoints.save([])
+
     def _delete_dataset(self, slug: str) -> None:
         request = ApiDeleteDatasetRequest()
         request.owner_slug, request.dataset_slug = self.account.username, slug
@@ -418,6 +431,8 @@ class KaggleBackend:
             manifest = verify_checkpoint(store, expect)
         except CorruptCheckpoint as exc:
             return Collected(result, None, None, None, f"checkpoint rejected: {exc}")
+        if result.outcome == Outcome.COMPLETED:
+            self._release_finished_job()
         return Collected(result, manifest, store, None, None)
 
     def _fetch(self, handle: KaggleHandle, staging: Path) -> str | None:

@@ -143,11 +143,14 @@ def test_a_create_that_answered_500_is_adopted_and_the_job_completes(tmp_path: P
     assert len(emulator.calls("CreateDataset")) == len(committed) - 1
 
 
-def test_retention_keeps_the_newest_checkpoints_within_the_storage_quota(tmp_path: Path) -> None:
-    # At least 4 sessions, so at least 3 published checkpoints of which 2 are kept. Once the
-    # first checkpoint is stored, the account's private storage holds 3 and a half of them.
-    spec = kaggle_spec({"keep_versions": 2}, total_steps=1500)
-    assert guaranteed_segments(spec) >= 4
+def test_retention_over_ten_segments_keeps_the_newest_and_a_finished_job_only_its_final(
+    tmp_path: Path,
+) -> None:
+    # At least 10 sessions, so at least 9 published checkpoints of which 2 are kept at a time.
+    # Once the first checkpoint is stored, the account's private storage holds 3 and a half.
+    spec = kaggle_spec({"keep_versions": 2}, total_steps=4500)
+    assert guaranteed_segments(spec) >= 10
+    stored: list[int] = []
     with start_emulator(tmp_path / "kaggle", **FAST_EMULATOR) as emulator:
         with running_api(make_settings(tmp_path / "data"), kaggle_url=emulator.url) as api:
             api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
@@ -160,16 +163,32 @@ def test_retention_keeps_the_newest_checkpoints_within_the_storage_quota(tmp_pat
                 time.sleep(0.2)
             size = emulator.peak_private_bytes()
             emulator.set_private_storage(size * 7 // 2)
-            job = wait_finished(api, job_id, timeout=400)
+            deadline = time.monotonic() + 900
+            while (job := api.get(f"/api/v1/jobs/{job_id}").json())["state"] not in FINISHED:
+                stored.append(len(_checkpoint_datasets(emulator, job_id)))
+                assert time.monotonic() < deadline, job
+                time.sleep(0.5)
             segments = _segments(api, job_id)
+            listed = api.get(
+                f"/api/v1/jobs/{job_id}/checkpoints", params={"include_pruned": "true"}
+            ).json()
         assert job["state"] == "succeeded", job
         assert emulator.peak_private_versions() <= 3
+        assert max(stored) <= 3
         assert emulator.peak_private_bytes() <= size * 7 // 2
-        published = len(emulator.calls("CreateDataset"))
-        assert published >= 3
-        kept = [d for d in emulator.state.datasets.all() if d.slug.startswith(dataset_slug(job_id))]
-        assert len(kept) == 2
-        assert all(v.stuck is None for d in kept for v in d.versions)
+        assert len(emulator.calls("CreateDataset")) >= 9
+        # Done: nothing of the job is left on Kaggle; Baton's store keeps the final checkpoint.
+        assert _checkpoint_datasets(emulator, job_id) == []
     committed = [seg for seg in segments if seg["state"] == "succeeded"]
+    assert len(committed) >= 10
+    assert [row["kept"] for row in listed] == [False] * (len(listed) - 1) + [True]
+    assert listed[-1]["step"] == 4500
     final = committed[-1]["checkpoint"]["model_digest"]
     assert final == reference_digest(spec, tmp_path / "reference")
+
+
+def _checkpoint_datasets(emulator: Emulator, job_id: str) -> list[str]:
+    with emulator.state.lock:
+        return [
+            d.slug for d in emulator.state.datasets.all() if d.slug.startswith(dataset_slug(job_id))
+        ]
