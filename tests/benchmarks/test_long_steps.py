@@ -7,7 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.long_steps import LongStepRun
+from benchmarks.long_steps import (
+    SECTION,
+    LongStepRun,
+    doc_section,
+    kept_section,
+    write_section,
+)
 from tests.benchmarks.conftest import EntryPoint
 
 
@@ -25,3 +31,20 @@ def test_a_short_scaled_run_measures_its_share_beside_the_projection(
     assert 0 < run.projected_share <= 1
     # Every second of the session is accounted for: start-up, steps, the save, and what is left.
     assert run.unused >= 0
+
+
+def test_its_doc_section_is_replaced_in_place_and_kept_by_a_rewrite(tmp_path: Path) -> None:
+    run = LongStepRun(100.0, 432.0, 1.5, 3.0, 0.1, 428.5, 285, "deadline", 428.3)
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\n## Latest figures\n\nold\n")
+    write_section(doc_section(run, "Measured first."), doc)
+    write_section(doc_section(run, "Measured again."), doc)
+    text = doc.read_text()
+    assert text.count(SECTION) == 1
+    assert "Measured again." in text
+    assert "Measured first." not in text
+    assert text.startswith("# Benchmarks\n\n## Latest figures\n\nold\n")
+    assert "| 99.88% | 99.84% | +0.05 points |" in text  # 428.5 s in steps of 429 s
+    assert "projection): met" in text
+    assert kept_section(doc).startswith(SECTION)
+    assert "Measured again." in kept_section(doc)
