@@ -36,6 +36,7 @@ class TimedPacedCharLM(PacedCharLM):
         started = time.perf_counter()
         metrics = dict(super().train_step(step))
         metrics["step_seconds"] = time.perf_counter() - started
+        metrics["ended_at"] = time.time()
         return metrics
 
 

@@ -107,6 +107,7 @@ def test_cancel_ends_a_running_kaggle_session_within_three_scaled_minutes(tmp_pa
 
         wait_for(api, job_id, segment_cancelled, timeout=60)
         log = _log(session)
+    print(f"cancel: the session ended {took:.1f} s after it ({took / SCALE / 60:.2f} scaled min)")
     assert took <= REACH_SECONDS, (took, log[-3000:])
     assert "the owner asks to cancel" in log
     # Through the control dataset, never CancelKernelSession (Kaggle exposes no session id).
@@ -131,6 +132,7 @@ def test_pause_commits_and_ends_the_session_and_the_job_resumes_to_the_uninterru
         assert api.post(f"/api/v1/jobs/{job_id}/resume").status_code == 200
         job = wait_finished(api, job_id, timeout=300)
         segments = _segments(api, job_id)
+    print(f"pause: the session ended {took:.1f} s after it ({took / SCALE / 60:.2f} scaled min)")
     assert took <= REACH_SECONDS, (took, log[-3000:])
     assert "the owner asks to pause" in log
     assert paused["state"] == "succeeded", paused
