@@ -206,10 +206,12 @@ def doc_section(run: LongStepRun, where: str) -> str:
     whole = 100 * (run.share - run.projected_share)
     iterations = 100 * (run.span_after_startup_share - run.projected_span_after_startup_share)
     after = 100 * (run.after_startup_share - run.projected_after_startup_share)
-    goal = (
-        run.after_startup_share >= 0.997
-        and abs(run.after_startup_share - run.projected_after_startup_share) <= 0.001
-    )
+
+    def meets(measured: float, projected: float) -> str:
+        return "met" if measured >= 0.997 and abs(measured - projected) <= 0.001 else "not met"
+
+    margin_goal = meets(run.span_after_startup_share, run.projected_span_after_startup_share)
+    steps_goal = meets(run.after_startup_share, run.projected_after_startup_share)
     return "\n".join(
         [
             SECTION,
@@ -249,7 +251,8 @@ def doc_section(run: LongStepRun, where: str) -> str:
             f"that step was {run.slowest_recent_step:.3f} s; the same arithmetic with it gives "
             f"{run.projected_with_slowest / (run.session - run.startup):.2%} after start-up",
             f"- goal (at least 99.7 % after start-up, within 0.1 points of the projection): "
-            f"{'met' if goal else 'not met'}",
+            f"{margin_goal} by the deadline margin (last row); {steps_goal} by the steps alone "
+            f"(second row), whose gap is the per-step bookkeeping above",
             "",
         ]
     )
