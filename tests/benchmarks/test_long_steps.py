@@ -34,7 +34,21 @@ def test_a_short_scaled_run_measures_its_share_beside_the_projection(
 
 
 def test_its_doc_section_is_replaced_in_place_and_kept_by_a_rewrite(tmp_path: Path) -> None:
-    run = LongStepRun(100.0, 432.0, 1.5, 3.0, 0.1, 428.5, 285, "deadline", 428.3)
+    run = LongStepRun(
+        scale=100.0,
+        session=432.0,
+        step=1.5,
+        startup=3.0,
+        save=0.1,
+        train=428.5,
+        steps=285,
+        outcome="deadline",
+        projected_in_steps=428.3,
+        slowest_recent_step=1.5,
+        projected_with_slowest=428.3,
+        span=428.6,
+        projected_span=428.3,
+    )
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n\n## Latest figures\n\nold\n")
     write_section(doc_section(run, "Measured first."), doc)
@@ -45,6 +59,7 @@ def test_its_doc_section_is_replaced_in_place_and_kept_by_a_rewrite(tmp_path: Pa
     assert "Measured first." not in text
     assert text.startswith("# Benchmarks\n\n## Latest figures\n\nold\n")
     assert "| 99.88% | 99.84% | +0.05 points |" in text  # 428.5 s in steps of 429 s
-    assert "projection): met" in text
+    assert "| 99.91% | 99.84% | +0.07 points |" in text  # with the loop's bookkeeping
+    assert "): met by the deadline margin (last row); met by the steps alone" in text
     assert kept_section(doc).startswith(SECTION)
     assert "Measured again." in kept_section(doc)
