@@ -174,49 +174,47 @@ def owner_listening(
 ) -> Iterator[None]:
     """While the worker trains, relay the owner's pause or cancel from the job's control dataset
     on Kaggle into the session's local control file (worker.control). Needs internet and the
-    key in the BATON_KAGGLE_KEY Secret; without them the session runs to its limit, as before."""
+    key in the BATON_KAGGLE_KEY Secret; without them the session runs to its limit, as before.
+    Everything runs in its own thread, so the worker's start-up never waits for it."""
     control = options.get("control")
-    key = None
-    if control:
-        # Imported only here: the Kaggle client code is needed only by a kernel that listens.
-        ensure_kaggle_client()
-        from worker.kaggle_access.chaining import SECRET_LABEL
-        from worker.kaggle_access.secrets import read_secret
-
-        key = read_secret(SECRET_LABEL)
-        if key is None:
-            log.warning(
-                "no Kaggle Secret %s readable: pause and cancel cannot reach this session, "
-                "which runs to its limit",
-                SECRET_LABEL,
-            )
-    if not control or key is None:
+    if not control:
         yield
         return
-    from worker.kaggle_access.client import KaggleAccount, production_client
-    from worker.kaggle_access.control import ControlDataset, KaggleControlSource
-
-    account = KaggleAccount(control["username"], key, production_client)
-    dataset = ControlDataset(account, control["dataset"], Path(tempfile.mkdtemp()))
-    launch_id = str(LaunchId(segment["job_id"], segment["segment_index"]))
     done = threading.Event()
+    launch_id = str(LaunchId(segment["job_id"], segment["segment_index"]))
     listener = threading.Thread(
-        target=relay,
-        args=(
-            KaggleControlSource(dataset, launch_id),
-            SessionPaths(session).control,
-            float(control["poll_seconds"]),
-            done,
-        ),
+        target=_listen,
+        args=(control, launch_id, SessionPaths(session).control, done),
         name="baton-control",
         daemon=True,
     )
     listener.start()
-    log.info("listening for the owner's commands on %s", dataset.ref)
     try:
         yield
     finally:
         done.set()
+
+
+def _listen(control: dict[str, Any], launch_id: str, target: Path, done: threading.Event) -> None:
+    # Imported only here: the Kaggle client code is needed only by a kernel that listens.
+    ensure_kaggle_client()
+    from worker.kaggle_access.chaining import SECRET_LABEL
+    from worker.kaggle_access.client import KaggleAccount, production_client
+    from worker.kaggle_access.control import ControlDataset, KaggleControlSource
+    from worker.kaggle_access.secrets import read_secret
+
+    key = read_secret(SECRET_LABEL)
+    if key is None:
+        log.warning(
+            "no Kaggle Secret %s readable: pause and cancel cannot reach this session, which "
+            "runs to its limit",
+            SECRET_LABEL,
+        )
+        return
+    account = KaggleAccount(control["username"], key, production_client)
+    dataset = ControlDataset(account, control["dataset"], Path(tempfile.mkdtemp()))
+    log.info("listening for the owner's commands on %s", dataset.ref)
+    relay(KaggleControlSource(dataset, launch_id), target, float(control["poll_seconds"]), done)
 
 
 def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: bytes) -> int:
