@@ -17,6 +17,7 @@ from typing import Any
 
 from benchmarks import way_baton, way_periodic, way_submitit, way_uninterrupted
 from benchmarks.doc import render_doc
+from benchmarks.long_steps import kept_section
 from benchmarks.records import WayResult
 from benchmarks.report import measured_table, projection_table, projections
 from benchmarks.workload import FULL, QUICK, SMOKE, Workload
@@ -88,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(data, indent=2, default=str))
     print(f"\nwrote {out}")
     if workload is FULL and not args.no_doc and set(args.ways) == set(WAYS):
-        DOC.write_text(render_doc(workload, env, results, measured, projected))
+        # The long-steps benchmark's section is its own (benchmarks.long_steps --doc): kept.
+        kept = kept_section(DOC)
+        DOC.write_text(
+            render_doc(workload, env, results, measured, projected) + ("\n" + kept if kept else "")
+        )
         print(f"wrote {DOC.relative_to(REPO_ROOT)}")
     if args.keep:
         print(f"sessions kept in {workdir}")

@@ -28,6 +28,18 @@ class PacedCharLM(TinyCharLM):
         return metrics
 
 
+class TimedPacedCharLM(PacedCharLM):
+    """PacedCharLM that reports each step's own wall time (`step_seconds`), so a run can show
+    the step times the deadline rule saw (benchmarks.long_steps)."""
+
+    def train_step(self, step: int) -> Mapping[str, float]:
+        started = time.perf_counter()
+        metrics = dict(super().train_step(step))
+        metrics["step_seconds"] = time.perf_counter() - started
+        metrics["ended_at"] = time.time()
+        return metrics
+
+
 @dataclass(frozen=True)
 class Workload:
     """What to train and how the sessions are cut: shared by all four ways."""

@@ -404,13 +404,21 @@ def list_metrics(session: Session, user_id: str, job_id: str) -> list[MetricPoin
     return points
 
 
-def list_checkpoints(session: Session, user_id: str, job_id: str) -> list[CheckpointOut]:
-    """The job's kept checkpoints, oldest first: those whose files can still be downloaded."""
+def list_checkpoints(
+    session: Session, user_id: str, job_id: str, *, include_pruned: bool = False
+) -> list[CheckpointOut]:
+    """The job's checkpoints, oldest first: those whose files can still be downloaded, or with
+    `include_pruned` every committed one, each saying whether its files are kept."""
     own_job(session, user_id, job_id)
     rows = session.scalars(
         select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step)
     )
-    return [CheckpointOut.model_validate(row) for row in rows if files_kept(row)]
+    listed = []
+    for row in rows:
+        kept = files_kept(row)
+        if kept or include_pruned:
+            listed.append(CheckpointOut.model_validate(row).model_copy(update={"kept": kept}))
+    return listed
 
 
 def files_kept(checkpoint: Checkpoint) -> bool:

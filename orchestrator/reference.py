@@ -23,11 +23,17 @@ def run_uninterrupted(
     job_id: str = "reference",
     limit_seconds: float = 24 * 3600,
     python: str | None = None,
+    estimates: Estimates | None = None,
 ) -> Collected:
-    """Train all of `spec` in a single local session and collect its checkpoint."""
+    """Train all of `spec` in a single local session and collect its checkpoint; `estimates`:
+    the costs earlier segments measured, as a chained segment gets them (none by default)."""
     backend = LocalBackend(workdir / "sessions", python=python)
     plan = SegmentPlan(
-        index=0, start_step=0, limit_seconds=limit_seconds, estimates=Estimates(), resume=None
+        index=0,
+        start_step=0,
+        limit_seconds=limit_seconds,
+        estimates=estimates or Estimates(),
+        resume=None,
     )
     launch_id = f"reference-{uuid.uuid4().hex[:8]}"
     handle = backend.launch(LaunchRequest(launch_id, build_segment_spec(job_id, spec, plan), None))

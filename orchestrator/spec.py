@@ -151,6 +151,11 @@ class KaggleSpec(BaseModel):
     # The segment publishes its checkpoint and pushes its successor itself (needs internet and
     # a Kaggle Secret named BATON_KAGGLE_KEY attached to the kernel).
     self_chain: bool = Field(default=False, strict=True)
+    # How often a kernel with internet reads the job's control channel (one GetDataset call)
+    # for a pause or cancel; 0: it does not listen, and runs to its limit when cancelled.
+    control_poll_seconds: float = Field(
+        default=60.0, ge=0, le=3600, strict=True, allow_inf_nan=False
+    )
     # Session time a self-chaining segment keeps for publishing and pushing, until measured.
     chain_reserve_seconds: float = Field(
         default=120.0, ge=0, le=3600, strict=True, allow_inf_nan=False
@@ -292,6 +297,9 @@ class JobSpec(BaseModel):
     nproc: int = Field(default=1, ge=1, le=MAX_NPROC, strict=True)
     # Webhooks told when the job ends, waits for quota, or a segment fails (secrets: never shown).
     notify: NotifySpec | None = None
+    # Checkpoints whose files a succeeded job keeps, newest first: by default only its final
+    # one (a running job keeps the server's `keep_checkpoints`; on Kaggle, `keep_versions`).
+    keep_when_done: int = Field(default=1, ge=1, le=1000, strict=True)
 
     @model_validator(mode="after")
     def _kaggle_options_fit(self) -> JobSpec:

@@ -159,6 +159,9 @@ class CheckpointOut(_FromRow):
     bytes: int
     manifest: dict[str, Any]
     created_at: datetime
+    # Whether its files are still kept (downloadable); False: pruned by retention, or rejected.
+    kept: bool = True
+    rejected: str | None = None
 
 
 class MetricPoint(_Wire):

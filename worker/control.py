@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -87,3 +89,21 @@ class ControlPoller:
         if self.command is not None:
             log.info("control channel: %s", self.command)
         return self.command
+
+
+def relay(source: ControlSource, target: Path, interval: float, done: threading.Event) -> None:
+    """Copy the first command `source` gives into the local control file `target`, reading the
+    source once per `interval` until then or until `done` is set.
+
+    A Kaggle kernel runs this beside its worker: the remote channel costs one API call per
+    interval, and the worker's ranks go on reading the local file as they do everywhere.
+    """
+    while not done.is_set():
+        command = parse_command(source.read())
+        if command is not None:
+            log.info("control channel: the owner asks to %s", command)
+            temporary = target.with_name(target.name + ".tmp")
+            temporary.write_text(command.value)
+            os.replace(temporary, target)
+            return
+        done.wait(interval)

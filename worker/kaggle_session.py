@@ -16,13 +16,18 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from worker.accelerator import Accelerators, accelerator_problem, visible_accelerators
 from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
+from worker.boundary.launch_id import LaunchId
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESUME_PATH, SessionPaths
+from worker.control import relay
 from worker.proctime import process_start_time
 from worker.runtime import EXIT_FAILED
 from worker.runtime import main as run_worker
@@ -163,6 +168,55 @@ def fail_without_accelerator(segment: dict[str, Any], options: dict[str, Any], r
     return True
 
 
+@contextmanager
+def owner_listening(
+    segment: dict[str, Any], options: dict[str, Any], session: Path
+) -> Iterator[None]:
+    """While the worker trains, relay the owner's pause or cancel from the job's control dataset
+    on Kaggle into the session's local control file (worker.control). Needs internet and the
+    key in the BATON_KAGGLE_KEY Secret; without them the session runs to its limit, as before.
+    Everything runs in its own thread, so the worker's start-up never waits for it."""
+    control = options.get("control")
+    if not control:
+        yield
+        return
+    done = threading.Event()
+    launch_id = str(LaunchId(segment["job_id"], segment["segment_index"]))
+    listener = threading.Thread(
+        target=_listen,
+        args=(control, launch_id, SessionPaths(session).control, done),
+        name="baton-control",
+        daemon=True,
+    )
+    listener.start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+def _listen(control: dict[str, Any], launch_id: str, target: Path, done: threading.Event) -> None:
+    # Imported only here: the Kaggle client code is needed only by a kernel that listens.
+    ensure_kaggle_client()
+    from worker.kaggle_access.chaining import SECRET_LABEL
+    from worker.kaggle_access.client import KaggleAccount, production_client
+    from worker.kaggle_access.control import ControlDataset, KaggleControlSource
+    from worker.kaggle_access.secrets import read_secret
+
+    key = read_secret(SECRET_LABEL)
+    if key is None:
+        log.warning(
+            "no Kaggle Secret %s readable: pause and cancel cannot reach this session, which "
+            "runs to its limit",
+            SECRET_LABEL,
+        )
+        return
+    account = KaggleAccount(control["username"], key, production_client)
+    dataset = ControlDataset(account, control["dataset"], Path(tempfile.mkdtemp()))
+    log.info("listening for the owner's commands on %s", dataset.ref)
+    relay(KaggleControlSource(dataset, launch_id), target, float(control["poll_seconds"]), done)
+
+
 def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: bytes) -> int:
     """Train the segment; with self-chaining, then publish it and push the next one."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -173,7 +227,8 @@ def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: b
     session = prepare_session(segment, options, root)
     origin = session_origin(float(options.get("boot_offset_seconds") or 0.0))
     log.info("session origin %.1f s before this process started", process_start_time() - origin)
-    exit_code = run_worker(["--root", str(session), "--started-at", repr(origin)])
+    with owner_listening(segment, options, session):
+        exit_code = run_worker(["--root", str(session), "--started-at", repr(origin)])
     if options.get("self_chain") and exit_code == 0:
         # Imported only here: the Kaggle client code travels only with self-chaining kernels.
         ensure_kaggle_client()

@@ -367,6 +367,7 @@ def cancel(
         return
     render.console.print(render.job_summary(cancelled))
     render.console.print(f"kept: {kept}", markup=False)
+    _say_whether_kaggle_hears(found.spec, "cancel")
 
 
 def pause(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
@@ -388,14 +389,47 @@ def _act(ctx: typer.Context, job: str, action: str, as_json: bool) -> None:
         render.print_json(found)
     else:
         render.console.print(render.job_summary(found))
+        if action == "pause":
+            _say_whether_kaggle_hears(found.spec, action)
+
+
+def _say_whether_kaggle_hears(spec: dict[str, Any], action: str) -> None:
+    """A running Kaggle kernel hears pause and cancel only through its control channel."""
+    if spec.get("backend") != "kaggle":
+        return
+    kaggle = spec.get("kaggle") or {}
+    poll = float(kaggle.get("control_poll_seconds", 60.0))
+    if kaggle.get("enable_internet") and poll > 0:
+        line = (
+            f"A running Kaggle session hears the {action} on the job's control channel within "
+            f"about {poll:.0f} s if the BATON_KAGGLE_KEY Secret is attached to its kernel; "
+            "otherwise it runs on to its limit."
+        )
+    elif action == "pause":
+        line = (
+            "A running Kaggle session cannot hear the pause (kaggle.enable_internet is off): the "
+            "job pauses when that session ends at its limit."
+        )
+    else:
+        line = (
+            "A running Kaggle session cannot hear the cancel (kaggle.enable_internet is off): it "
+            "runs on to its limit, spending quota; stop it on its kernel's page on kaggle.com."
+        )
+    render.console.print(line, markup=False)
 
 
 def checkpoints(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
-    """A job's kept checkpoints (those whose files can be downloaded): step, size and digest."""
+    """A job's checkpoints: step, size, digest, and whether its files are still kept (only the
+    newest are; a finished job keeps its final one) or were pruned."""
     from orchestrator.wire import CheckpointOut
 
     with connect(ctx) as client:
-        rows = client.call("GET", f"/api/v1/jobs/{job}/checkpoints", list[CheckpointOut])
+        rows = client.call(
+            "GET",
+            f"/api/v1/jobs/{job}/checkpoints",
+            list[CheckpointOut],
+            params={"include_pruned": "true"},
+        )
     if as_json:
         render.print_json(rows)
     else:

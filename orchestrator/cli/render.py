@@ -118,7 +118,7 @@ def segments_table(segments: Sequence[SegmentOut]) -> Table:
 
 def checkpoints_table(checkpoints: Sequence[CheckpointOut]) -> Table:
     table = Table(box=None, header_style="bold")
-    for column in ("step", "segment", "size", "model digest", "created"):
+    for column in ("step", "segment", "size", "model digest", "created", "files"):
         table.add_column(column)
     for row in checkpoints:
         table.add_row(
@@ -127,6 +127,7 @@ def checkpoints_table(checkpoints: Sequence[CheckpointOut]) -> Table:
             human_bytes(row.bytes),
             row.model_digest[:16],
             row.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            "kept" if row.kept else ("rejected" if row.rejected else "pruned"),
         )
     return table
 

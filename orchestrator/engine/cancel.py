@@ -42,8 +42,10 @@ def cancel(ctx: Context, job: Job, segment: Segment, backend: Backend) -> Next:
         ctx,
         segment,
         SegmentState.CANCELLING,
-        f"the {backend.name} session cannot be stopped from here and may keep running until it "
-        "ends on its own; its slot stays counted until then",
+        f"the {backend.name} session cannot be stopped from here: it was asked to stop through "
+        "its control channel where it has one (a Kaggle kernel with internet and the "
+        "BATON_KAGGLE_KEY Secret), and otherwise may keep running until it ends on its own; "
+        "its slot stays counted until it is seen to end",
         handle=handle,
     )
     return Next(backend.poll_seconds)

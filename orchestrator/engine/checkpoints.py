@@ -103,14 +103,15 @@ class CheckpointStore:
             )
         )
 
-    def prune(self, job_id: str) -> None:
-        """Drop the files of all but the newest `keep` good checkpoints, and of rejected ones."""
+    def prune(self, job_id: str, keep: int | None = None) -> None:
+        """Drop the files of all but the newest `keep` (default: the store's) good checkpoints,
+        and of rejected ones."""
         with self.db.transaction() as session:
             older = session.scalars(
                 select(Checkpoint.location)
                 .where(Checkpoint.job_id == job_id, Checkpoint.rejected.is_(None))
                 .order_by(*_newest_first())
-                .offset(self.keep)
+                .offset(self.keep if keep is None else keep)
             ).all()
             rejected = session.scalars(
                 select(Checkpoint.location).where(

@@ -17,6 +17,7 @@ from orchestrator.engine.text import clip
 from orchestrator.lifecycle import JobState, SegmentEnd, SegmentState, decide_segment_end
 from orchestrator.models import Event, Job, Segment
 from orchestrator.session_timings import SessionTimings
+from orchestrator.spec import stored_spec
 from orchestrator.transitions import record_event, set_segment_state
 from orchestrator.webhooks import STALLED_EVENT
 from worker.boundary.contract import Outcome, WatchdogPolicy
@@ -167,7 +168,9 @@ def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> No
             apply_decision(session, fresh, decision)
         _wake_queued(session, segment.slot_key)
     if committed:
-        ctx.store.prune(job.id)
+        # A finished job keeps only its newest `keep_when_done` (default: its final checkpoint).
+        done = decision.to_state is JobState.SUCCEEDED
+        ctx.store.prune(job.id, stored_spec(job.spec).keep_when_done if done else None)
     elif result is not None and result.outcome == Outcome.REJECTED:
         _check_resume_checkpoint(ctx, job, segment, fields["error"] or reason)
 

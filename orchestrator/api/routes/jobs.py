@@ -258,8 +258,9 @@ def list_metrics(job_id: JobId, user: CurrentUser, services: ServicesDep) -> lis
 
 @router.get("/{job_id}/checkpoints", response_model=list[CheckpointOut], responses=_NOT_FOUND)
 def list_checkpoints(
-    job_id: JobId, user: CurrentUser, services: ServicesDep
+    job_id: JobId, user: CurrentUser, services: ServicesDep, include_pruned: bool = False
 ) -> list[CheckpointOut]:
-    """The job's committed checkpoints with their manifests, oldest first."""
+    """The job's committed checkpoints with their manifests, oldest first: those whose files are
+    kept, or with `include_pruned=true` also those retention pruned (`kept: false`)."""
     with services.db.transaction() as session:
-        return queries.list_checkpoints(session, user.id, job_id)
+        return queries.list_checkpoints(session, user.id, job_id, include_pruned=include_pruned)

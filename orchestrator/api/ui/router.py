@@ -236,7 +236,7 @@ def _job_context(services: ServicesDep, viewer: SignedIn, job_id: str) -> dict[s
         )
         segments = queries.list_segments(session, viewer.user.id, job_id)
         metrics = queries.list_metrics(session, viewer.user.id, job_id)
-        checkpoints = queries.list_checkpoints(session, viewer.user.id, job_id)
+        checkpoints = queries.list_checkpoints(session, viewer.user.id, job_id, include_pruned=True)
         events = queries.list_events(session, viewer.user.id, job_id)
     return {
         "viewer": viewer,

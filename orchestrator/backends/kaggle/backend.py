@@ -29,6 +29,7 @@ from orchestrator.backends.base import (
     Slot,
     Transient,
 )
+from orchestrator.backends.kaggle.control import ControlChannel
 from orchestrator.backends.kaggle.findings import (
     AccountFindings,
     JobKernelRecord,
@@ -44,6 +45,7 @@ from worker.boundary.errors import AccountRefused
 from worker.boundary.launch_id import LaunchId
 from worker.boundary.manifest import CorruptCheckpoint, read_manifest, verify_checkpoint
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
+from worker.control import Command
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
 from worker.kaggle_access.client import KaggleAccount, KaggleServerError
 from worker.kaggle_access.kernel_script import kernel_source
@@ -160,6 +162,8 @@ class KaggleBackend:
         self.dataset_deleter: Callable[[str], None] = self._delete_dataset
         # What `baton kaggle check` (or a refused push) learned about this account.
         self.findings = AccountFindings.for_account(workdir.parent, account.username)
+        # How pause and cancel reach a running kernel: only one with internet can hear them.
+        self.control = ControlChannel(account, job_id, workdir)
 
     # --- launching ----------------------------------------------------------------------
 
@@ -197,6 +201,8 @@ class KaggleBackend:
             )
             checkpoint_file = published.file_name
         code = code_archive(spec.trainer, self.trainer_paths)
+        if self._listens:
+            self.control.prepare()
 
         def source() -> str:
             # Built per slug: a self-chaining kernel pushes its successor to its own slug.
@@ -273,6 +279,19 @@ class KaggleBackend:
                 return
             kept = self.kept_checkpoints.save(kept[1:])
 
+    def _release_finished_job(self) -> None:
+        """The job is done and its final checkpoint is in Baton's store: delete every dataset it
+        holds on Kaggle (its checkpoints, a self-chaining job's one dataset, the control
+        channel), so a finished job takes no private storage. Best effort: what cannot be
+        deleted now is named in the log, and stays until its owner deletes it on kaggle.com."""
+        slugs = [*self.kept_checkpoints.load(), self.dataset.slug, self.control.slug]
+        for slug in slugs:
+            try:
+                self.dataset_deleter(slug)
+            except (Transient, Rejected) as exc:
+                log.warning("could not delete %s/%s: %s", self.account.username, slug, exc)
+        self.kept_checkpoints.save([])
+
     def _delete_dataset(self, slug: str) -> None:
         request = ApiDeleteDatasetRequest()
         request.owner_slug, request.dataset_slug = self.account.username, slug
@@ -290,6 +309,12 @@ class KaggleBackend:
             "accelerator": asdict(PROMISED[self.options.accelerator]),
             **self._measured_options(dataset_slug or self.dataset.slug),
         }
+        if self._listens:
+            options["control"] = {
+                "dataset": self.control.slug,
+                "username": self.account.username,
+                "poll_seconds": self.options.control_poll_seconds,
+            }
         if self.options.self_chain:
             options |= {
                 "self_chain": True,
@@ -350,8 +375,11 @@ class KaggleBackend:
     # --- watching -------------------------------------------------------------------------
 
     def status(self, handle: str) -> SessionStatus:
-        """One GetKernelSessionStatus call, for the handle's own version."""
+        """One GetKernelSessionStatus call, for the handle's own version (after writing a pause
+        or cancel the control channel could not take yet)."""
         decoded = KaggleHandle.decode(handle)
+        if self._listens:
+            self.control.deliver()
         status, _ = self._kernel_of(decoded).status(decoded.version)
         if status is KernelStatus.QUEUED:
             return SessionStatus.QUEUED
@@ -403,6 +431,8 @@ class KaggleBackend:
             manifest = verify_checkpoint(store, expect)
         except CorruptCheckpoint as exc:
             return Collected(result, None, None, None, f"checkpoint rejected: {exc}")
+        if result.outcome == Outcome.COMPLETED:
+            self._release_finished_job()
         return Collected(result, manifest, store, None, None)
 
     def _fetch(self, handle: KaggleHandle, staging: Path) -> str | None:
@@ -463,13 +493,29 @@ class KaggleBackend:
             return Slot(f"kaggle:{self.account.username}:gpu", GPU_SESSIONS_PER_ACCOUNT)
         return Slot(f"kaggle:{self.account.username}:cpu", CPU_SESSIONS_PER_ACCOUNT)
 
+    @property
+    def _listens(self) -> bool:
+        """Whether the job's kernels poll its control channel (they need internet for it)."""
+        return self.options.enable_internet and self.options.control_poll_seconds > 0
+
+    def _tell(self, handle: str, command: Command) -> None:
+        decoded = KaggleHandle.decode(handle)
+        if self._listens and decoded.job_id:
+            self.control.tell(command, str(LaunchId(decoded.job_id, decoded.segment_index)))
+
     def cancel(self, handle: str) -> bool:
         """Kaggle's API cannot stop a batch session: its id is never exposed (kaggle-cli #1169,
-        #1170, #1174). The session runs on until it ends or its owner stops it on kaggle.com."""
+        #1170, #1174). A kernel with internet hears `cancel` on the job's control channel and
+        ends within its poll interval (if its BATON_KAGGLE_KEY Secret is attached); any other
+        runs on until it ends or its owner stops it on kaggle.com. Either way its end is only
+        known once `status` sees it."""
+        self._tell(handle, Command.CANCEL)
         return False
 
     def request_stop(self, handle: str) -> None:
-        """Kaggle has no way into a running kernel: a pause takes effect when the segment ends."""
+        """A kernel with internet hears `pause` on the control channel, commits and ends; any
+        other pauses when its segment ends."""
+        self._tell(handle, Command.PAUSE)
 
     def progress(self, handle: str) -> dict[str, Any] | None:
         """Nothing reaches into a running kernel."""

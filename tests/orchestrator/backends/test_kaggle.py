@@ -232,8 +232,16 @@ def _chain_completed(emulator: Emulator, job_id: str) -> bool:
 
 def test_self_chained_job_completes_while_the_orchestrator_is_stopped(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "data")
+    # The chain alone: its kernels do not also listen on the control channel, whose client
+    # start-up would share the 25 s sessions' CPU on a loaded 2-core machine (the channel has
+    # its own tests, test_kaggle_control.py).
     spec = kaggle_spec(
-        {"self_chain": True, "enable_internet": True, "chain_reserve_seconds": 8},
+        {
+            "self_chain": True,
+            "enable_internet": True,
+            "chain_reserve_seconds": 8,
+            "control_poll_seconds": 0,
+        },
         total_steps=400,
         session={"limit_seconds": 25, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
     )

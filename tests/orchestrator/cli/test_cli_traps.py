@@ -308,3 +308,25 @@ def test_cancel_names_the_checkpoints_it_keeps(
         ) in " ".join(out.split())
         assert api.get(f"/api/v1/jobs/{job_id}").json()["state"] == "cancelled"
         assert len(api.get(f"/api/v1/jobs/{job_id}/checkpoints").json()) == 1
+
+
+@pytest.mark.parametrize(
+    ("kaggle", "heard"),
+    [
+        ({"enable_internet": True, "control_poll_seconds": 60}, "hears the cancel"),
+        ({}, "cannot hear the cancel (kaggle.enable_internet is off)"),
+    ],
+)
+def test_cancelling_a_kaggle_job_says_whether_its_session_can_hear_it(
+    idle_server: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    kaggle: dict[str, Any],
+    heard: str,
+) -> None:
+    with _api(idle_server) as api:
+        api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+    spec = _spec_file(tmp_path, kaggle_spec(kaggle))
+    job_id = json.loads(_out(capsys, "--url", idle_server, "submit", str(spec), "--json"))["id"]
+    out = _out(capsys, "--url", idle_server, "cancel", job_id, "--yes")
+    assert heard in " ".join(out.split())

@@ -8,10 +8,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from orchestrator import queries
 from orchestrator.db import Database
 from orchestrator.engine.checkpoints import CheckpointStore
-from orchestrator.models import Checkpoint
-from tests.support.engine_runs import fake_engine, submit_jobs
+from orchestrator.models import Checkpoint, Job
+from tests.support.engine_runs import (
+    fake_engine,
+    job_and_segments,
+    reconcile_until_finished,
+    submit_jobs,
+)
 from tests.support.fake_backend import FakeBackend
 from worker.boundary.manifest import verify_checkpoint, write_manifest
 
@@ -70,3 +76,28 @@ def test_pruning_one_job_keeps_its_newest_and_never_touches_another_jobs_checkpo
     store.prune(other)
     assert [_verifies(store, other, index) for index in range(4)] == [False, False, True, True]
     assert [_verifies(store, mine, index) for index in range(4)] == [False, True, True, False]
+
+
+@pytest.mark.parametrize("keep_when_done", [1, 2])
+def test_a_finished_job_keeps_only_its_final_checkpoints_and_the_listing_says_which(
+    db: Database, tmp_path: Path, keep_when_done: int
+) -> None:
+    # 5 sessions of 10 steps; while it runs the store keeps 3, once it succeeds `keep_when_done`.
+    engine = fake_engine(
+        db, FakeBackend(tmp_path / "fake"), tmp_path / "checkpoints", keep_checkpoints=3
+    )
+    [job_id] = submit_jobs(engine, 1, total_steps=50, keep_when_done=keep_when_done)
+    reconcile_until_finished(engine, 60)
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "succeeded"
+    assert len(segments) == 5
+    kept = [_verifies(engine.store, job_id, seg.index) for seg in segments]
+    assert kept == [False] * (5 - keep_when_done) + [True] * keep_when_done
+    with db.transaction() as session:
+        user_id = session.scalars(select(Job.user_id)).one()
+        listed = queries.list_checkpoints(session, user_id, job_id, include_pruned=True)
+        default = queries.list_checkpoints(session, user_id, job_id)
+    assert [(row.step, row.kept) for row in listed] == [
+        (step, step > 50 - 10 * keep_when_done) for step in (10, 20, 30, 40, 50)
+    ]
+    assert [row.step for row in default] == [row.step for row in listed if row.kept]

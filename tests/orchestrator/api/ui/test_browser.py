@@ -127,4 +127,15 @@ def test_sign_in_watch_three_sessions_live_pause_resume_finish(
         page.locator("#job-status .state-succeeded").wait_for(timeout=WAIT_MS)
         assert _progress(page) == 240
         assert page.get_by_role("link", name="manifest").first.is_visible()
+        # Done: only the final checkpoint keeps its files; the table says which steps were pruned.
+        table = page.locator("section[aria-labelledby='checkpoints-heading'] tbody")
+        table.locator("tr.kept").first.wait_for(timeout=WAIT_MS)
+        for _ in range(WAIT_MS // 200):
+            if table.locator("tr.kept").count() == 1:
+                break
+            page.wait_for_timeout(200)
+        assert table.locator("tr.kept").count() == 1
+        assert table.locator("tr.kept td").first.inner_text() == "240"
+        assert table.locator("tr.pruned").count() >= 3
+        assert "files deleted by retention" in table.locator("tr.pruned").first.inner_text()
         assert _serious_violations(page) == []
