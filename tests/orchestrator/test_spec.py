@@ -26,11 +26,13 @@ HOUR = 3600
 
 
 def refusal(data: dict[str, Any]) -> tuple[tuple[str | int, ...], str]:
-    """The location and message of the one error a spec is refused with."""
+    """The location and message of the one error a spec is refused with: a `value_error`, as
+    pydantic types its own, so a client reads every 422 of a submit alike."""
     with pytest.raises(ValidationError) as caught:
         JobSpec.model_validate(data)
     errors = caught.value.errors()
     assert len(errors) == 1, errors
+    assert errors[0]["type"] == "value_error"
     return errors[0]["loc"], errors[0]["msg"]
 
 
