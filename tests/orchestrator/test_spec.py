@@ -25,15 +25,21 @@ from tests.factories import job_spec
 HOUR = 3600
 
 
-def refusal(data: dict[str, Any]) -> tuple[tuple[str | int, ...], str]:
-    """The location and message of the one error a spec is refused with: a `value_error`, as
-    pydantic types its own, so a client reads every 422 of a submit alike."""
+def refused(data: dict[str, Any]) -> Any:
+    """The one error a spec is refused with: a `value_error`, as pydantic types its own, so a
+    client reads every 422 of a submit alike."""
     with pytest.raises(ValidationError) as caught:
         JobSpec.model_validate(data)
     errors = caught.value.errors()
     assert len(errors) == 1, errors
     assert errors[0]["type"] == "value_error"
-    return errors[0]["loc"], errors[0]["msg"]
+    return errors[0]
+
+
+def refusal(data: dict[str, Any]) -> tuple[tuple[str | int, ...], str]:
+    """The location and message of the one error a spec is refused with."""
+    error = refused(data)
+    return error["loc"], error["msg"]
 
 
 def kaggle_job(kaggle: dict[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
@@ -76,17 +82,19 @@ def test_each_accelerator_runs_on_its_machine_for_at_most_kaggle_s_session(
     assert kaggle is not None
     assert (kaggle.machine_shape, kaggle.uses_gpu) == (shape, gpu)
     assert kaggle.max_session_seconds == hours * HOUR
-    loc, msg = refusal(with_limit(hours * HOUR + 1))
-    assert loc == ("session", "limit_seconds")
-    assert f"Kaggle ends {accelerator} sessions after {hours * HOUR} s" in msg
+    error = refused(with_limit(hours * HOUR + 1))
+    assert error["loc"] == ("session", "limit_seconds")
+    assert f"Kaggle ends {accelerator} sessions after {hours * HOUR} s" in error["msg"]
+    assert error["input"] == hours * HOUR + 1  # the 422 shows the limit it refused
 
 
 @pytest.mark.parametrize("needs", ["requirements", "self_chain"])
 def test_what_needs_the_internet_is_refused_without_it_and_kept_with_it(needs: str) -> None:
     value: Any = ["numpy==2.1.0"] if needs == "requirements" else True
-    loc, msg = refusal(kaggle_job({needs: value}))
-    assert loc == ("kaggle", needs)
-    assert f"{needs} requires enable_internet: true" in msg
+    error = refused(kaggle_job({needs: value}))
+    assert error["loc"] == ("kaggle", needs)
+    assert f"{needs} requires enable_internet: true" in error["msg"]
+    assert error["input"] == value
     spec = JobSpec.model_validate(kaggle_job({needs: value, "enable_internet": True}))
     assert getattr(spec.kaggle, needs) == value
 
