@@ -153,11 +153,25 @@ def nested(depth: int) -> dict[str, Any]:
     return value
 
 
-def test_config_nesting_stops_at_32_levels() -> None:
-    JobSpec.model_validate(job_spec(config=nested(32)))  # the innermost {} is level 32
-    loc, msg = refusal(job_spec(config=nested(33)))
+def nested_lists(depth: int) -> dict[str, Any]:
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return {"k": value}
+
+
+@pytest.mark.parametrize("make", [nested, nested_lists], ids=["dicts", "lists"])
+def test_config_nesting_stops_at_32_levels(make: Any) -> None:
+    JobSpec.model_validate(job_spec(config=make(32)))  # the innermost value is level 32
+    loc, msg = refusal(job_spec(config=make(33)))
     assert loc == ("config",)
     assert "nested more than 32 levels deep" in msg
+
+
+def test_a_long_key_is_named_by_its_first_40_characters() -> None:
+    _, msg = refusal(job_spec(config={"k" * 100: float("nan")}))
+    assert f"config.{'k' * 40} holds nan" in msg
+    assert "k" * 41 not in msg
 
 
 def test_a_config_over_the_size_limit_is_refused_with_its_size() -> None:
