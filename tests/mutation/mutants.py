@@ -724,9 +724,42 @@ MUTANTS: tuple[Mutant, ...] = (
         "KAGGLE_SESSION_SECONDS = {Accelerator.TPU: 9 * 3600.0}",
         "KAGGLE_SESSION_SECONDS = {Accelerator.TPU: 12 * 3600.0}",
         (
+            "tests/orchestrator/test_spec.py::test_each_accelerator_runs_on_its_machine_for_at_"
+            "most_kaggle_s_session",
             "tests/orchestrator/api/test_hostile_input.py::test_a_session_longer_than_kaggle_"
             "allows_for_the_accelerator_is_refused_at_submit",
         ),
         guarantee="Kaggle session cap",
+        ci=True,
+    ),
+    # --- issue 22's mutmut sweep: one per module it covered, on the fast tests it added --------
+    Mutant(
+        # The whole webhook URL is shown: its path is the secret (a Slack or Discord token).
+        "webhooks-redact-keeps-the-path",
+        "notifier",
+        "orchestrator/webhooks.py",
+        'return f"{parts.scheme}://{parts.hostname}/…" if parts.hostname else "(webhook)"',
+        'return url if parts.hostname else "(webhook)"',
+        (
+            "tests/orchestrator/test_webhooks.py::test_only_the_scheme_and_host_of_a_webhook_are_"
+            "ever_shown",
+        ),
+        guarantee="no secret leaks",
+        ci=True,
+    ),
+    Mutant(
+        # A segment that took no step re-commits its input without one of its files, under a
+        # manifest of what it copied: the next segment resumes from less than it was given.
+        "worker-recommit-drops-a-file",
+        "worker",
+        "worker/checkpoint.py",
+        "            for name in given.files:",
+        "            for name in sorted(given.files)[1:]:",
+        (
+            "tests/worker/test_checkpoint.py::test_a_segment_without_a_step_commits_its_input_"
+            "again_byte_for_byte_as_its_own",
+        ),
+        guarantee="verified handoff",
+        ci=True,
     ),
 )

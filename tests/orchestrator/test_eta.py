@@ -93,3 +93,26 @@ def test_a_finished_count_is_done_now() -> None:
     eta = estimate_finish(inputs(remaining_steps=0))
     assert eta is not None
     assert (eta.finish_at, eta.more_sessions) == (NOW, 0)
+
+
+def test_a_quota_too_small_for_one_step_waits_and_counts_no_session_that_trains_nothing() -> None:
+    # Half a step more than the overheads left this week: no step fits, so the plan waits for
+    # the refresh and counts only the one session that trains the 100 steps after it.
+    refresh = NOW + timedelta(days=1)
+    quota = QuotaPlan(seconds_left=0.5 * HOUR + 18, refresh_at=refresh, allowance_seconds=30 * HOUR)
+    eta = estimate_finish(inputs(remaining_steps=100, quota=quota))
+    assert eta is not None
+    assert (eta.more_sessions, eta.quota_waits) == (1, 1)
+    assert eta.finish_at == refresh + timedelta(hours=0.5 + 1)
+
+
+def test_after_a_refresh_passes_while_sessions_run_the_next_one_is_a_period_later() -> None:
+    # 12 h left, the refresh at the end of the first 12 h session: 30 h more, spent on two 12 h
+    # sessions and a 6 h one (1150 + 1150 + 550 steps). The last 100 steps wait for the refresh
+    # a week after the first, and no earlier.
+    refresh = NOW + timedelta(hours=12)
+    quota = QuotaPlan(seconds_left=12 * HOUR, refresh_at=refresh, allowance_seconds=30 * HOUR)
+    eta = estimate_finish(inputs(remaining_steps=1150 * 3 + 550 + 100, quota=quota))
+    assert eta is not None
+    assert (eta.more_sessions, eta.quota_waits) == (5, 1)
+    assert eta.finish_at == refresh + timedelta(days=7, hours=0.5 + 1)

@@ -182,3 +182,59 @@ def test_a_failure_writing_the_manifest_leaves_the_previous_checkpoint(
     assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT_DIR]
     commit_checkpoint(tmp_path, trainer, 6, capture_rng_state(), "job-1", 1)
     assert verify_checkpoint(tmp_path / CHECKPOINT_DIR, CheckpointRef("job-1", 1, 6)).step == 6
+
+
+def _files(directory):
+    return {
+        path.relative_to(directory).as_posix(): path.read_bytes()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.name != MANIFEST_FILE
+    }
+
+
+def test_a_segment_without_a_step_commits_its_input_again_byte_for_byte_as_its_own(
+    committed, tmp_path
+):
+    """A segment that took no step re-commits the checkpoint it was given, unchanged, under its
+    own index: the next segment's `expect` (this index, the same step) finds and loads it."""
+    source, trainer = committed
+    given = verify_checkpoint(source, EXPECT)
+    output = tmp_path / "segment-1"
+    output.mkdir()
+    manifest = checkpoint.recommit_checkpoint(source, given, output, 1)
+    assert (manifest.job_id, manifest.segment_index, manifest.step) == ("job-1", 1, 5)
+    assert manifest.model_digest == given.model_digest
+    assert manifest.files == given.files
+    assert _files(output / CHECKPOINT_DIR) == _files(source)
+    assert sorted(p.name for p in output.iterdir()) == [CHECKPOINT_DIR]
+    resume, loaded = load_checkpoint(output / CHECKPOINT_DIR, CheckpointRef("job-1", 1, 5))
+    assert (loaded, resume.step) == (manifest, 5)
+    fresh = make_linear_trainer(seed=99)
+    fresh.load_state_dict(resume.trainer)
+    assert model_digest(fresh.model_tensors()) == model_digest(trainer.model_tensors())
+
+
+def test_a_failed_recommit_leaves_the_previous_checkpoint_and_no_temp_dir(committed, tmp_path):
+    source, trainer = committed
+    given = verify_checkpoint(source, EXPECT)
+    output = tmp_path / "segment-1"
+    output.mkdir()
+    trainer.train_step(5)
+    commit_checkpoint(output, trainer, 6, capture_rng_state(), "job-1", 1)
+    (source / sorted(given.files)[-1]).unlink()  # the input vanished under the copy
+    with pytest.raises(FileNotFoundError):
+        checkpoint.recommit_checkpoint(source, given, output, 2)
+    assert verify_checkpoint(output / CHECKPOINT_DIR, CheckpointRef("job-1", 1, 6)).step == 6
+    assert sorted(p.name for p in output.iterdir()) == [CHECKPOINT_DIR]
+
+
+def test_the_state_size_counts_every_tensor_byte_however_nested():
+    state = {
+        "weights": torch.zeros(10, dtype=torch.float32),  # 40 bytes
+        "optimizer": [torch.zeros(3, dtype=torch.float64), (torch.zeros(2, dtype=torch.int8),)],
+        "step": 5,
+        "name": "not a tensor",
+    }
+    assert checkpoint.state_nbytes(state) == 40 + 24 + 2
+    assert checkpoint.state_nbytes(torch.zeros(4, 4)) == 64
+    assert checkpoint.state_nbytes(None) == 0

@@ -3,9 +3,11 @@ boot offset as a floor under the session's origin."""
 
 from __future__ import annotations
 
+import tarfile
 from pathlib import Path
 
-from worker.kaggle_session import find_mounted_checkpoint, session_origin
+from worker.boundary.paths import MANIFEST_FILE
+from worker.kaggle_session import find_mounted_checkpoint, session_origin, stage_checkpoint
 from worker.proctime import process_start_time
 
 ARCHIVE = "checkpoint-s00000-step10-abc.tar"
@@ -27,3 +29,72 @@ def test_the_measured_boot_offset_is_a_floor_under_the_origin() -> None:
     assert session_origin(measured_boot_seconds=45.0) <= own - 45.0 + slack
     # An implausible measurement is capped like the live reading.
     assert session_origin(measured_boot_seconds=1e9) >= own - 600.0 - slack
+
+
+SLUG = "baton-ckpt-j1"
+
+
+def _put(path: Path, *, unpacked: bool = False) -> Path:
+    if unpacked:
+        path.mkdir(parents=True)
+        (path / MANIFEST_FILE).write_text("{}")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"tar")
+    return path
+
+
+def test_the_checkpoint_is_found_in_every_layout_kaggle_mounts_it_in(tmp_path: Path) -> None:
+    """input/<slug>/<archive>, the folder Kaggle unpacked it into, input/datasets/<owner>/<slug>
+    (newer images), and versions/<N>/ under any of them."""
+    layouts = {
+        "flat": tmp_path / "1" / SLUG / ARCHIVE,
+        "nested": tmp_path / "2" / "datasets" / "alice" / SLUG / ARCHIVE,
+        "versioned": tmp_path / "3" / SLUG / "versions" / "2" / ARCHIVE,
+    }
+    for name, path in layouts.items():
+        root = path.parents[len(path.relative_to(tmp_path).parts) - 2]
+        assert find_mounted_checkpoint(root, SLUG, ARCHIVE) is None, name
+        _put(path)
+        assert find_mounted_checkpoint(root, SLUG, ARCHIVE) == path, name
+    unpacked = _put(tmp_path / "4" / SLUG / ARCHIVE.removesuffix(".tar"), unpacked=True)
+    assert find_mounted_checkpoint(tmp_path / "4", SLUG, ARCHIVE) == unpacked
+    # Deeper than input/*/*/*/<slug> is not searched (a measured mount is looked at first).
+    _put(tmp_path / "5" / "a" / "b" / "c" / "d" / SLUG / ARCHIVE)
+    assert find_mounted_checkpoint(tmp_path / "5", SLUG, ARCHIVE) is None
+
+
+def test_the_newest_mounted_version_is_looked_at_first(tmp_path: Path) -> None:
+    mount = tmp_path / SLUG
+    for version in ("2", "10", "9"):
+        _put(mount / "versions" / version / ARCHIVE)
+    (mount / "versions" / "latest").mkdir()
+    assert find_mounted_checkpoint(tmp_path, SLUG, ARCHIVE) == mount / "versions/10" / ARCHIVE
+
+
+def test_another_mounted_version_is_handed_over_for_its_manifest_check_to_reject(
+    tmp_path: Path,
+) -> None:
+    """Kaggle served a version without the expected checkpoint: the worker gets the newest one it
+    holds, so that its manifest check names the stale checkpoint instead of a missing file."""
+    mount = tmp_path / SLUG
+    _put(mount / "checkpoint-s00000-step5-aaa.tar")
+    newest = _put(mount / "checkpoint-s00001-step8-bbb.tar")
+    (mount / "notes.txt").write_text("not a checkpoint")
+    assert find_mounted_checkpoint(tmp_path, SLUG, ARCHIVE) == newest
+    assert find_mounted_checkpoint(tmp_path, "another-slug", ARCHIVE) is None
+
+
+def test_a_mounted_archive_or_folder_is_staged_whole(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    (source / "sub").mkdir(parents=True)
+    (source / MANIFEST_FILE).write_text('{"step": 3}')
+    (source / "sub" / "weights.pt").write_bytes(b"\x00\x01")
+    archive = tmp_path / ARCHIVE
+    with tarfile.open(archive, "w") as tar:
+        for path in sorted(source.rglob("*")):
+            tar.add(path, arcname=path.relative_to(source).as_posix(), recursive=False)
+    for mounted, target in ((archive, tmp_path / "from-tar"), (source, tmp_path / "from-dir")):
+        stage_checkpoint(mounted, target)
+        assert (target / MANIFEST_FILE).read_text() == '{"step": 3}'
+        assert (target / "sub" / "weights.pt").read_bytes() == b"\x00\x01"
