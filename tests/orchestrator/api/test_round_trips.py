@@ -1,7 +1,8 @@
 """The database round trips of the two requests every open page and CLI `watch` repeats: `GET`
-a job (3: the token, the job, its segments) and a page of the job list (4: the token, the
-count, the page, all its jobs' segments in one), whatever the number of jobs and segments.
-Counted with SQLAlchemy's cursor events, so an N+1 or an extra query cannot creep back."""
+a job (3: the token, the job, its segments) and a page of the job list (2: the token, then the
+count, the page's jobs and all their segments in one statement; an empty page counts apart),
+whatever the number of jobs and segments. Counted with SQLAlchemy's cursor events, so an N+1
+or an extra query cannot creep back."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from orchestrator.models import Segment
 from tests.factories import job_spec, make_settings, running_api
 
 GET_JOB_STATEMENTS = 3
-LIST_PAGE_STATEMENTS = 4
+LIST_PAGE_STATEMENTS = 2
+EMPTY_PAGE_STATEMENTS = 3  # no row to carry the count: it runs apart
 
 
 @pytest.fixture
@@ -80,7 +82,12 @@ def test_get_job_and_a_list_page_cost_a_fixed_number_of_statements(
     cursor = api.get("/api/v1/jobs", params={"limit": 1}).json()["next_cursor"]
     with statements(api) as cursor_page:
         later = api.get("/api/v1/jobs", params={"limit": 50, "cursor": cursor})
+    with statements(api) as empty_page:
+        past_the_end = api.get("/api/v1/jobs", params={"offset": jobs})
     assert job.status_code == page.status_code == later.status_code == 200
     assert (len(page.json()["items"]), len(later.json()["items"])) == (jobs, jobs - 1)
+    assert (page.json()["total"], later.json()["total"]) == (jobs, jobs)
+    assert past_the_end.json() == {"items": [], "total": jobs, "next_cursor": None}
     assert len(get_job) == GET_JOB_STATEMENTS, get_job
     assert len(list_page) == len(cursor_page) == LIST_PAGE_STATEMENTS, list_page
+    assert len(empty_page) == EMPTY_PAGE_STATEMENTS, empty_page
