@@ -32,18 +32,20 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI
-from sqlalchemy import Engine, event, func, select
+from fastapi import Depends, FastAPI, HTTPException, Request, Response, status
+from sqlalchemy import Engine, case, event, func, select
+from sqlalchemy.orm import Session
 
 from benchmarks.load import seed
 from orchestrator import queries
+from orchestrator.api.deps import ServicesDep, client_address, refuse_if_throttled
 from orchestrator.api.main import create_app, freeze_start_up_objects
-from orchestrator.auth import token_for
-from orchestrator.models import Job, utcnow
+from orchestrator.auth import hash_token, record_use, token_for
+from orchestrator.models import ApiToken, Job, Segment, User, utcnow
 from orchestrator.service import Services, build_services, prestart
-from orchestrator.wire import JobList, JobSummary
+from orchestrator.wire import JobList, JobOut, JobSummary
 from tests.factories import ADMIN_TOKEN, make_settings
 from tests.scale.cluster import postgres_schema
 
@@ -52,9 +54,56 @@ RESULTS = REPO_ROOT / "benchmarks" / "results" / "list_cpu.json"
 PAGE = 50
 
 
-def baseline_list(session: Any, user_id: str, offset: int) -> JobList:
-    """The list read before this benchmark's changes (commit b67d1cd): ORM Job rows, the count,
-    the page and the segments as three statements, each summary validated from the row."""
+# The baseline: the reads as they were before this benchmark's changes (commit b67d1cd), served
+# by the same app under /baseline/ (same middleware, same hand-offs to threads).
+
+
+def baseline_token_for(session: Session, token: str) -> tuple[ApiToken, User] | None:
+    """The token and its user loaded as ORM rows, the statement built at each call."""
+    found = session.execute(
+        select(ApiToken, User)
+        .join(User, User.id == ApiToken.user_id)
+        .where(ApiToken.token_hash == hash_token(token))
+    ).first()
+    return None if found is None else (found[0], found[1])
+
+
+def baseline_segments(session: Session, job_ids: list[str]) -> dict[str, list[Any]]:
+    live = Segment.state.in_(queries._ACTIVE)
+    rows = session.execute(
+        select(
+            Segment.job_id,
+            Segment.index,
+            Segment.state,
+            Segment.start_step,
+            Segment.end_step,
+            Segment.limit_seconds,
+            Segment.timings,
+            case((live, Segment.progress)).label("progress"),
+            case((live, Segment.launch_spec)).label("launch_spec"),
+            Segment.launched_at,
+            Segment.ended_at,
+        )
+        .where(Segment.job_id.in_(job_ids))
+        .order_by(Segment.job_id, Segment.index)
+    )
+    found: dict[str, list[Any]] = {}
+    for row in rows:
+        found.setdefault(row.job_id, []).append(queries._SegmentRow(*row))
+    return found
+
+
+def _summary(out: JobSummary, job: Job, segments: list[Any]) -> JobSummary:
+    seconds = (job.spec.get("session") or {}).get("limit_seconds")
+    out.progress, out.eta = queries._progress_and_eta(
+        job, segments, session_seconds=seconds, now=None, quota=None
+    )
+    return out
+
+
+def baseline_list(session: Session, user_id: str, offset: int) -> JobList:
+    """ORM Job rows; the count, the page and the segments as three statements; each summary
+    validated from its ORM row."""
     mine = [Job.user_id == user_id]
     total = session.scalar(select(func.count()).select_from(Job).where(*mine)) or 0
     order = (Job.created_at.desc(), Job.id.desc())
@@ -62,17 +111,50 @@ def baseline_list(session: Any, user_id: str, offset: int) -> JobList:
     rows = list(
         session.scalars(select(Job).where(Job.id.in_(page.scalar_subquery())).order_by(*order))
     )
-    history = queries._segments_by_job(session, [job.id for job in rows])
-    items = []
-    for job in rows:
-        out = JobSummary.model_validate(job)
-        seconds = (job.spec.get("session") or {}).get("limit_seconds")
-        segments = history.get(job.id, [])
-        out.progress, out.eta = queries._progress_and_eta(
-            job, segments, session_seconds=seconds, now=None, quota=None
-        )
-        items.append(out)
+    history = baseline_segments(session, [job.id for job in rows])
+    items = [_summary(JobSummary.model_validate(job), job, history.get(job.id, [])) for job in rows]
     return JobList(items=items, total=total)
+
+
+def baseline_get_job(session: Session, user_id: str, job_id: str) -> JobOut:
+    job = queries.own_job(session, user_id, job_id)
+    segments = baseline_segments(session, [job.id]).get(job.id, [])
+    out = _summary(JobOut.model_validate(job), job, segments)
+    assert isinstance(out, JobOut)
+    return out
+
+
+def add_baseline_routes(app: FastAPI) -> None:
+    """GET /baseline/jobs?offset= and /baseline/jobs/{id}: the list page and the job as served
+    before, authentication included."""
+
+    def caller(request: Request, services: ServicesDep) -> User:
+        client = client_address(request)
+        refuse_if_throttled(services, client)
+        token = request.headers["authorization"].removeprefix("Bearer ")
+        now = utcnow()
+        with services.db.reading() as session:
+            found = baseline_token_for(session, token)
+        if found is None:
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED)
+        row, user = found
+        with services.db.transaction() as session:
+            record_use(session, row, now)
+        return user
+
+    @app.get("/baseline/jobs")
+    def jobs(
+        user: Annotated[User, Depends(caller)], services: ServicesDep, offset: int = 0
+    ) -> Response:
+        with services.db.reading() as session:
+            listing = baseline_list(session, user.id, offset)
+        return Response(listing.model_dump_json(), media_type="application/json")
+
+    @app.get("/baseline/jobs/{job_id}")
+    def job(job_id: str, user: Annotated[User, Depends(caller)], services: ServicesDep) -> Response:
+        with services.db.reading() as session:
+            found = baseline_get_job(session, user.id, job_id)
+        return Response(found.model_dump_json(), media_type="application/json")
 
 
 class Statements:
@@ -120,6 +202,13 @@ async def call(app: FastAPI, path: str, query: str = "") -> bytes:
     return b"".join(message.get("body", b"") for message in sent[1:])
 
 
+def _without_eta(body: bytes) -> Any:
+    answer = json.loads(body)
+    for item in answer.get("items", [answer]):
+        item.pop("eta", None)
+    return answer
+
+
 async def cpu_ms_per_call(run: Callable[[], Awaitable[object]], calls: int) -> float:
     started = time.process_time()
     for _ in range(calls):
@@ -149,16 +238,26 @@ async def measure(
 
         return run
 
+    job = f"/api/v1/jobs/{ids[len(ids) // 2]}"
+    offset = f"limit={PAGE}&offset={middle}"
     cases: dict[str, Callable[[], Awaitable[object]]] = {
         "livez": via_app("/livez"),
-        "get_job": via_app(f"/api/v1/jobs/{ids[len(ids) // 2]}"),
-        "list_offset": via_app("/api/v1/jobs", f"limit={PAGE}&offset={middle}"),
+        "get_job": via_app(job),
+        "get_job_baseline": via_app(job.replace("/api/v1/", "/baseline/")),
+        "list_offset": via_app("/api/v1/jobs", offset),
+        "list_offset_baseline": via_app("/baseline/jobs", f"offset={middle}"),
         "list_cursor": via_app("/api/v1/jobs", f"limit={PAGE}&cursor={after}"),
-        "list_read_now": read(
+        "list_read": read(
             lambda session: queries.list_jobs(session, user_id, limit=PAGE, offset=middle)
         ),
         "list_read_baseline": read(lambda session: baseline_list(session, user_id, middle)),
     }
+    # The same answers (but for the ETA, which moves with the clock), or the comparison is void.
+    for now, before in ((job, job.replace("/api/v1/", "/baseline/")),):
+        assert _without_eta(await call(app, now)) == _without_eta(await call(app, before))
+    listed = _without_eta(await call(app, "/api/v1/jobs", offset))
+    listed.pop("next_cursor")
+    assert listed == _without_eta(await call(app, "/baseline/jobs", f"offset={middle}"))
     counter = Statements(services.db.engine)
     statements = {}
     for name, run in cases.items():  # warm-up: caches, prepared statements, pool, threads
@@ -219,6 +318,7 @@ def main() -> None:
         services = build_services(settings, embedded_loop=False)
         try:
             app = create_app(services)
+            add_baseline_routes(app)
             freeze_start_up_objects()
             figures = asyncio.run(measure(app, services, ids, args.rounds, args.calls))
             if args.profile:

@@ -251,18 +251,63 @@ def get_job(
     now: datetime | None = None,
     kaggle_quota: QuotaPlan | None = None,
 ) -> JobOut:
-    """The job; `kaggle_quota`, if known, makes a Kaggle job's ETA count quota and refreshes."""
-    job = own_job(session, user_id, job_id)
-    segments = _segments_by_job(session, [job.id]).get(job.id, [])
-    return job_out(job, segments, now=now, quota=_quota_of(job, kaggle_quota))
+    """The job; `kaggle_quota`, if known, makes a Kaggle job's ETA count quota and refreshes.
+    One statement reads the job and its segments, as plain columns (every open job page and
+    `watch` repeats this read)."""
+    lines = session.connection().execute(_job_statement(), {"job_id": job_id, "user_id": user_id})
+    rows = lines.all()
+    if not rows:
+        raise JobNotVisible(job_id)
+    job = _JobDetail(*rows[0][:_DETAIL_SEGMENT_AT])
+    segments: list[SegmentFacts] = [
+        _SegmentRow(job_id, *row[_DETAIL_SEGMENT_AT:])
+        for row in rows
+        if row[_DETAIL_SEGMENT_AT] is not None
+    ]
+    quota = kaggle_quota if job.backend == "kaggle" else None
+    return job_out(job, segments, now=now, quota=quota)
 
 
-def _quota_of(job: Job, kaggle_quota: QuotaPlan | None) -> QuotaPlan | None:
-    return kaggle_quota if job.backend == "kaggle" else None
+@dataclass(slots=True)
+class _JobDetail:
+    """A job as GET reads it: what JobOut shows."""
+
+    id: str
+    name: str
+    backend: str
+    state: str
+    steps_done: int
+    total_steps: int
+    pause_requested: bool
+    wait_until: datetime | None
+    reason: str | None
+    queue_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    failures: int
+    spec: dict[str, Any]
+
+
+_DETAIL_SEGMENT_AT = len(_SHOWN) + 2
+
+
+@functools.cache
+def _job_statement() -> Select[Any]:
+    """A job of a user's and its segments in index order (none: no row), built once."""
+    shown = _JOB_COLUMNS[:-1]
+    return (
+        select(*shown, Job.failures, Job.spec, *_segment_columns())
+        .select_from(Job)
+        .outerjoin(Segment, Segment.job_id == Job.id)
+        .where(Job.id == bindparam("job_id"), Job.user_id == bindparam("user_id"))
+        .order_by(Segment.index)
+    )
 
 
 def job_out(
-    job: Job,
+    job: Job | _JobDetail,
     segments: Sequence[SegmentFacts],
     *,
     now: datetime | None = None,

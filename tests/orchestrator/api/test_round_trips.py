@@ -1,8 +1,8 @@
 """The database round trips of the two requests every open page and CLI `watch` repeats: `GET`
-a job (3: the token, the job, its segments) and a page of the job list (2: the token, then the
-count, the page's jobs and all their segments in one statement; an empty page counts apart),
-whatever the number of jobs and segments. Counted with SQLAlchemy's cursor events, so an N+1
-or an extra query cannot creep back."""
+a job (2: the token, then the job with its segments) and a page of the job list (2: the token,
+then the count, the page's jobs and all their segments in one statement; an empty page counts
+apart), whatever the number of jobs and segments. Counted with SQLAlchemy's cursor events, so
+an N+1 or an extra query cannot creep back."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from orchestrator.lifecycle import SegmentState
 from orchestrator.models import Segment
 from tests.factories import job_spec, make_settings, running_api
 
-GET_JOB_STATEMENTS = 3
+GET_JOB_STATEMENTS = 2
 LIST_PAGE_STATEMENTS = 2
 EMPTY_PAGE_STATEMENTS = 3  # no row to carry the count: it runs apart
 
