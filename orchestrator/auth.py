@@ -125,10 +125,15 @@ def user_for_token(session: Session, token: str) -> User | None:
     return found[1] if found else None
 
 
+def use_due(row: ApiToken, now: datetime) -> bool:
+    """Whether this use is to be recorded: last_used_at unset or LAST_USED_RESOLUTION old."""
+    last = row.last_used_at
+    return last is None or now - as_utc(last) >= LAST_USED_RESOLUTION
+
+
 def record_use(session: Session, row: ApiToken, now: datetime) -> None:
     """Set last_used_at, unless it was set less than LAST_USED_RESOLUTION ago."""
-    last = row.last_used_at
-    if last is not None and now - as_utc(last) < LAST_USED_RESOLUTION:
+    if not use_due(row, now):
         return
     session.execute(update(ApiToken).where(ApiToken.id == row.id).values(last_used_at=now))
 

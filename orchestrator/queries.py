@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,8 +19,10 @@ from sqlalchemy import (
     Integer,
     Label,
     Select,
+    Text,
     bindparam,
     case,
+    cast,
     func,
     literal_column,
     select,
@@ -53,10 +56,12 @@ class SegmentFacts(Protocol):
     start_step: int
     end_step: int | None
     limit_seconds: float
-    timings: dict[str, Any] | None
     progress: dict[str, Any] | None
     launched_at: datetime | None
     ended_at: datetime | None
+
+    @property
+    def timings(self) -> dict[str, Any] | None: ...
 
     @property
     def launch_spec(self) -> dict[str, Any] | None: ...
@@ -64,8 +69,9 @@ class SegmentFacts(Protocol):
 
 @dataclass(slots=True)
 class _SegmentRow:
-    """SegmentFacts read as plain columns: no ORM instance, and the JSON that only a live
-    segment needs (its heartbeat, its launch spec) left unread for the others."""
+    """SegmentFacts read as plain columns: no ORM instance, the JSON that only a live segment
+    needs (its heartbeat, its launch spec) left unread for the others, and the timings parsed
+    only if asked for (the ETA reads the last measured segment's)."""
 
     job_id: str
     index: int
@@ -73,11 +79,18 @@ class _SegmentRow:
     start_step: int
     end_step: int | None
     limit_seconds: float
-    timings: dict[str, Any] | None
+    timings_text: str | None
     progress: dict[str, Any] | None
     launch_spec: dict[str, Any] | None
     launched_at: datetime | None
     ended_at: datetime | None
+
+    @property
+    def timings(self) -> dict[str, Any] | None:
+        if self.timings_text is None:
+            return None
+        parsed: dict[str, Any] | None = json.loads(self.timings_text)
+        return parsed
 
 
 class JobFacts(Protocol):
@@ -145,7 +158,8 @@ def list_jobs(
     items = []
     for job_id, group in itertools.groupby(rows, key=lambda row: row[1]):
         lines = list(group)
-        job = _JobRow(*lines[0][1:_SEGMENT_AT])
+        columns = lines[0][1:_SEGMENT_AT]
+        job = _JobRow(*columns)
         segments: list[SegmentFacts] = [
             _SegmentRow(job_id, *line[_SEGMENT_AT:])
             for line in lines
@@ -155,7 +169,8 @@ def list_jobs(
         progress, eta = _progress_and_eta(
             job, segments, session_seconds=job.session_seconds, now=now, quota=quota
         )
-        items.append({**job.shown(), "progress": progress, "eta": eta})
+        shown = dict(zip(_SHOWN, columns, strict=False))  # all but the last: the session limit
+        items.append(shown | {"progress": progress, "eta": eta})
     last = items[-1]["id"] if len(items) == limit else None
     # Validated in one call from plain values (pydantic's core, no ORM attribute reads).
     return JobList.model_validate({"items": items, "total": total, "next_cursor": last})
@@ -181,10 +196,6 @@ class _JobRow:
     finished_at: datetime | None
     session_seconds: float | None
 
-    def shown(self) -> dict[str, Any]:
-        """The JobSummary fields: all but the session limit."""
-        return {name: getattr(self, name) for name in _SHOWN}
-
 
 _JOB_COLUMNS = (
     Job.id,
@@ -203,6 +214,7 @@ _JOB_COLUMNS = (
     Job.finished_at,
     Job.spec["session"]["limit_seconds"].as_float(),
 )
+# The JobSummary fields: every column but the session limit.
 _SHOWN = [column.key for column in _JOB_COLUMNS[:-1]]
 _SEGMENT_AT = 1 + len(_JOB_COLUMNS)  # after the count and the job's columns
 
@@ -362,10 +374,12 @@ def job_eta(
     `session_seconds` is the job spec's session limit."""
     if job.state not in _ETA_STATES:
         return None
-    measured = [s for s in segments if s.timings and s.end_step is not None]
-    timings = (SessionTimings.from_json(measured[-1].timings) if measured else None) or (
-        SessionTimings()
+    # The last segment that measured its timings (each read once: a row parses them on access).
+    measured = next(
+        (found for s in reversed(segments) if s.end_step is not None and (found := s.timings)),
+        None,
     )
+    timings = SessionTimings.from_json(measured) or SessionTimings()
     step_seconds = (progress.step_seconds if progress else None) or timings.step_ema
     if not isinstance(step_seconds, int | float) or step_seconds <= 0:
         return None
@@ -404,21 +418,6 @@ def _mean_idle(segments: Sequence[SegmentFacts]) -> float:
     return max(0.0, sum(gaps) / len(gaps)) if gaps else 0.0
 
 
-def _segments_by_job(session: Session, job_ids: list[str]) -> dict[str, list[SegmentFacts]]:
-    """The segments of all these jobs in one statement, in index order."""
-    found: dict[str, list[SegmentFacts]] = {}
-    if not job_ids:
-        return found
-    rows = session.execute(
-        select(Segment.job_id, *_segment_columns())
-        .where(Segment.job_id.in_(job_ids))
-        .order_by(Segment.job_id, Segment.index)
-    )
-    for row in rows:
-        found.setdefault(row.job_id, []).append(_SegmentRow(*row))
-    return found
-
-
 @functools.cache
 def _segment_columns() -> tuple[QueryableAttribute[Any] | Label[Any], ...]:
     """A segment's columns as _SegmentRow reads them (after its job_id)."""
@@ -431,7 +430,7 @@ def _segment_columns() -> tuple[QueryableAttribute[Any] | Label[Any], ...]:
         Segment.start_step,
         Segment.end_step,
         Segment.limit_seconds,
-        Segment.timings,
+        cast(Segment.timings, Text).label("timings"),
         case((live, Segment.progress)).label("progress"),
         case((live, Segment.launch_spec)).label("launch_spec"),
         Segment.launched_at,
