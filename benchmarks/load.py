@@ -375,7 +375,7 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
         pg = PgSampler(db_url)
         try:
             cluster.start("api")
-            cluster.wait_for_api()
+            cluster.wait_for_api(timeout=300)  # a loaded machine starts it slowly
             started = time.monotonic()
             ids = seed(db_url, args.jobs)
             seeded = time.monotonic() - started
