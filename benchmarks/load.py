@@ -13,8 +13,15 @@ With --breakdown, each API process also records where every request's time went 
 connection, gc: benchmarks/breakdown.py) and PostgreSQL's wait events and checkpoints are
 sampled (benchmarks/pg_activity.py); each half then prints them beside its latencies.
 
+Each run prints, at its end, every half as a Markdown table (p50 / p99 / worst one-second p99,
+the rate served, the machine's CPU split and the API's CPU per request), and the last lines
+give per run its date, commit, load average at the start and end, how many halves met each of
+the issue's targets and the visits' time. `--runs N` makes N consecutive runs, each from a fresh
+schema, API and Redis (about 4 minutes each on 2 cores).
+
 Bounded in count (requests, jobs) and in time (every wait has a limit). Writes
-benchmarks/results/load.json.
+benchmarks/results/load.json (the last run's figures under "api" and "visits", every run of
+the invocation under "runs").
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import random
 import subprocess
 import sys
@@ -239,24 +247,116 @@ def time_visits(cluster: Cluster, database_url: str, jobs: int, timeout: float) 
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=10_000)
-    parser.add_argument("--rate", type=float, default=200.0)
-    parser.add_argument("--requests", type=int, default=4000, help="per endpoint: 20 s at 200/s")
-    parser.add_argument("--api-workers", type=int, default=2, help="as in docker-compose.yml")
-    parser.add_argument("--visit-timeout", type=float, default=900.0)
-    parser.add_argument("--out", type=Path, default=RESULTS, help="the JSON record to update")
-    parser.add_argument("--no-visits", dest="visits", action="store_false")
-    parser.add_argument("--no-api", dest="api", action="store_false")
-    parser.add_argument(
-        "--breakdown",
-        action="store_true",
-        help="record where each request's time went in the API (SQL, pool, gc) and PostgreSQL's "
-        "wait events and checkpoints, and print them per half",
+# The issue's targets (25), each half at 200 req/s: GET job p99 and worst one-second p99, the
+# list's served rate and p99; and the visits of every job from the first one.
+TARGETS = {
+    "job_p99_ms": 50.0,
+    "job_worst_second_ms": 100.0,
+    "list_served_per_s": 199.0,
+    "list_p99_ms": 100.0,
+    "visits_seconds": 10.0,
+}
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {cpu}, {platform.system()}"
+
+
+def commit() -> str:
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO_ROOT
     )
-    args = parser.parse_args()
+    return done.stdout.strip() or "unknown"
+
+
+def verdict(api: dict[str, Any], visits: dict[str, Any] | None, rate: float) -> dict[str, Any]:
+    """Each target, half by half, at the full rate: met or not, with the figure."""
+    halves: dict[str, list[bool]] = {}
+    full = api.get(f"{rate:g}_per_s")
+    if full is not None:
+        job, listed = full["job"]["halves"], full["list"]["halves"]
+        halves["job_p99"] = [h["p99_ms"] < TARGETS["job_p99_ms"] for h in job]
+        halves["job_worst_second"] = [
+            h["worst_second_p99_ms"] < TARGETS["job_worst_second_ms"] for h in job
+        ]
+        halves["list_served"] = [h["achieved_rate"] >= TARGETS["list_served_per_s"] for h in listed]
+        halves["list_p99"] = [h["p99_ms"] < TARGETS["list_p99_ms"] for h in listed]
+    met = {name: sum(flags) for name, flags in halves.items()}
+    out: dict[str, Any] = {"halves_met": met, "halves": {k: len(v) for k, v in halves.items()}}
+    if visits is not None:
+        out["visits_met"] = bool(
+            visits["all_visited"] and visits["seconds_from_first_visit"] < TARGETS["visits_seconds"]
+        )
+    return out
+
+
+def _split(half: dict[str, Any]) -> str:
+    share = half["machine"]
+    return (
+        f"{share.get('busy_pct')} / {share.get('nice_pct')} / {share.get('iowait_pct')} / "
+        f"{share.get('steal_pct')}"
+    )
+
+
+def halves_table(run: dict[str, Any]) -> str:
+    """Every half of one run as a Markdown table (the README's format)."""
+    lines = [
+        "| rate | endpoint | half | p50 / p99 / worst second (ms) | served | "
+        "machine CPU % busy / nice / iowait / steal | API CPU ms a request |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for rate, figures in run.get("api", {}).items():
+        if not isinstance(figures, dict) or "trivial" not in figures:
+            continue
+        for name, entry in figures.items():
+            for number, half in enumerate(entry["halves"], 1):
+                lines.append(
+                    f"| {rate.replace('_per_s', '/s')} | {name} | {number} | "
+                    f"{half['p50_ms']} / {half['p99_ms']} / {half['worst_second_p99_ms']} | "
+                    f"{half['achieved_rate']}/s | {_split(half)} | "
+                    f"{half.get('server_cpu_ms_per_request')} |"
+                )
+    return "\n".join(lines)
+
+
+def runs_table(runs: list[dict[str, Any]]) -> str:
+    """One line per run: conditions, the targets met half by half, and the visits."""
+    lines = [
+        "| run (UTC) | commit | load avg at start / end | GET job p99 < 50 ms | "
+        "worst second < 100 ms | list >= 199/s | list p99 < 100 ms | visits (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for run in runs:
+        met, of = run["verdict"]["halves_met"], run["verdict"]["halves"]
+        start = run["load_average_at_start"][0]
+        end = run["load_average_at_end"][0]
+        visits = run.get("visits") or {}
+
+        def cell(name: str, met: dict[str, int] = met, of: dict[str, int] = of) -> str:
+            return f"{met[name]} of {of[name]}" if name in met else "not run"
+
+        lines.append(
+            f"| {run['date']} | {run['commit']} | {start:.2f} / {end:.2f} | {cell('job_p99')} | "
+            f"{cell('job_worst_second')} | {cell('list_served')} | {cell('list_p99')} | "
+            f"{visits.get('seconds_from_first_visit', 'not run')} |"
+        )
+    return "\n".join(lines)
+
+
+def run_once(args: argparse.Namespace) -> dict[str, Any]:
+    """One run: a fresh schema, API, seed, the API's phases, the visits."""
     load_at_start = os.getloadavg()
+    began = time.monotonic()
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"run at {date}, load average {load_at_start} at the start", flush=True)
     with tempfile.TemporaryDirectory(prefix="baton-load-") as tmp, postgres_schema() as schema_url:
         # Named, so that PostgreSQL's activity can be told from other clients of the server.
         db_url = f"{schema_url}&application_name={APPLICATION_NAME}"
@@ -275,7 +375,7 @@ def main() -> None:
         pg = PgSampler(db_url)
         try:
             cluster.start("api")
-            cluster.wait_for_api()
+            cluster.wait_for_api(timeout=300)  # a loaded machine starts it slowly
             started = time.monotonic()
             ids = seed(db_url, args.jobs)
             seeded = time.monotonic() - started
@@ -316,21 +416,68 @@ def main() -> None:
         finally:
             cluster.stop_all()
             redis.kill()
-    conditions = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    return {
+        "date": date,
+        "commit": commit(),
+        "machine": machine(),
         "cpus": os.cpu_count(),
         "load_average_at_start": load_at_start,
         "load_average_at_end": os.getloadavg(),
+        "seconds": round(time.monotonic() - began, 1),
         "jobs": args.jobs,
         "api_workers": args.api_workers,
         "breakdown": args.breakdown,
+        "rate": args.rate,
+        "per_endpoint": args.requests,
+        "api": api,
+        "visits": visits,
+        "verdict": verdict(api, visits, args.rate),
     }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--requests", type=int, default=4000, help="per endpoint: 20 s at 200/s")
+    parser.add_argument("--api-workers", type=int, default=2, help="as in docker-compose.yml")
+    parser.add_argument("--visit-timeout", type=float, default=900.0)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the JSON record to update")
+    parser.add_argument("--no-visits", dest="visits", action="store_false")
+    parser.add_argument("--no-api", dest="api", action="store_false")
+    parser.add_argument(
+        "--runs", type=int, default=1, help="consecutive runs, each from a fresh schema"
+    )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="record where each request's time went in the API (SQL, pool, gc) and PostgreSQL's "
+        "wait events and checkpoints, and print them per half",
+    )
+    args = parser.parse_args()
+    print(f"machine: {machine()}; commit {commit()}")
+    done = []
+    for number in range(1, args.runs + 1):
+        if args.runs > 1:
+            print(f"--- run {number} of {args.runs}", flush=True)
+        run = run_once(args)
+        done.append(run)
+        print(
+            f"every half of this run ({run['seconds']} s, load average at the end "
+            f"{run['load_average_at_end']}):"
+        )
+        print(halves_table(run))
+    print(f"\ntargets (issue 25), half by half at {args.rate:g} req/s: {json.dumps(TARGETS)}")
+    print(runs_table(done))
     # A run of one part (--no-api, --no-visits) keeps the other part's last figures.
     record = json.loads(args.out.read_text()) if args.out.exists() else {}
-    if api:
-        record["api"] = conditions | {"rate": args.rate, "per_endpoint": args.requests} | api
-    if visits:
-        record["visits"] = conditions | visits
+    last = done[-1]
+    conditions = {k: v for k, v in last.items() if k not in ("api", "visits", "verdict")}
+    if last["api"]:
+        record["api"] = conditions | last["api"]
+    if last["visits"]:
+        record["visits"] = conditions | last["visits"]
+    record["runs"] = done
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2))
     print(f"wrote {args.out}")

@@ -16,7 +16,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
 from orchestrator.models import ApiToken, User, utcnow
@@ -92,16 +92,29 @@ def issue_token(
     return token
 
 
+_TOKEN_COLUMNS = tuple(ApiToken.__table__.columns)
+_USER_COLUMNS = tuple(User.__table__.columns)
+# Built once: every authenticated request runs it.
+_TOKEN_AND_USER = (
+    select(*_TOKEN_COLUMNS, *_USER_COLUMNS)
+    .join_from(ApiToken, User, User.id == ApiToken.user_id)
+    .where(ApiToken.token_hash == bindparam("token_hash"))
+)
+
+
 def token_for(session: Session, token: str, now: datetime) -> tuple[ApiToken, User] | None:
-    """The live (known, unexpired) token row for a presented token, with its user (one query)."""
-    found = session.execute(
-        select(ApiToken, User)
-        .join(User, User.id == ApiToken.user_id)
-        .where(ApiToken.token_hash == hash_token(token))
-    ).first()
-    if found is None:
+    """The live (known, unexpired) token row for a presented token, with its user (one query).
+
+    Read as plain columns into objects outside the session (every request pays for this: the
+    ORM's loading costs twice the rest, benchmarks/list_cpu.py); they are for reading, and
+    `record_use` writes by id."""
+    found = session.connection().execute(_TOKEN_AND_USER, {"token_hash": hash_token(token)})
+    values = found.first()
+    if values is None:
         return None
-    row, user = found
+    split = len(_TOKEN_COLUMNS)
+    row = ApiToken(**{c.key: v for c, v in zip(_TOKEN_COLUMNS, values[:split], strict=True)})
+    user = User(**{c.key: v for c, v in zip(_USER_COLUMNS, values[split:], strict=True)})
     if row.expires_at is not None and as_utc(row.expires_at) <= now:
         return None
     return row, user
@@ -112,10 +125,15 @@ def user_for_token(session: Session, token: str) -> User | None:
     return found[1] if found else None
 
 
+def use_due(row: ApiToken, now: datetime) -> bool:
+    """Whether this use is to be recorded: last_used_at unset or LAST_USED_RESOLUTION old."""
+    last = row.last_used_at
+    return last is None or now - as_utc(last) >= LAST_USED_RESOLUTION
+
+
 def record_use(session: Session, row: ApiToken, now: datetime) -> None:
     """Set last_used_at, unless it was set less than LAST_USED_RESOLUTION ago."""
-    last = row.last_used_at
-    if last is not None and now - as_utc(last) < LAST_USED_RESOLUTION:
+    if not use_due(row, now):
         return
     session.execute(update(ApiToken).where(ApiToken.id == row.id).values(last_used_at=now))
 

@@ -6,15 +6,29 @@ else's is `JobNotVisible`, exactly like a job that does not exist.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-from sqlalchemy import case, func, select, tuple_
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import (
+    Integer,
+    Label,
+    Select,
+    Text,
+    bindparam,
+    case,
+    cast,
+    func,
+    literal_column,
+    select,
+    tuple_,
+)
+from sqlalchemy.orm import QueryableAttribute, Session, aliased
 
 from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
@@ -26,7 +40,6 @@ from orchestrator.wire import (
     EventOut,
     JobList,
     JobOut,
-    JobSummary,
     LiveProgress,
     MetricPoint,
     SegmentOut,
@@ -43,10 +56,12 @@ class SegmentFacts(Protocol):
     start_step: int
     end_step: int | None
     limit_seconds: float
-    timings: dict[str, Any] | None
     progress: dict[str, Any] | None
     launched_at: datetime | None
     ended_at: datetime | None
+
+    @property
+    def timings(self) -> dict[str, Any] | None: ...
 
     @property
     def launch_spec(self) -> dict[str, Any] | None: ...
@@ -54,8 +69,9 @@ class SegmentFacts(Protocol):
 
 @dataclass(slots=True)
 class _SegmentRow:
-    """SegmentFacts read as plain columns: no ORM instance, and the JSON that only a live
-    segment needs (its heartbeat, its launch spec) left unread for the others."""
+    """SegmentFacts read as plain columns: no ORM instance, the JSON that only a live segment
+    needs (its heartbeat, its launch spec) left unread for the others, and the timings parsed
+    only if asked for (the ETA reads the last measured segment's)."""
 
     job_id: str
     index: int
@@ -63,11 +79,28 @@ class _SegmentRow:
     start_step: int
     end_step: int | None
     limit_seconds: float
-    timings: dict[str, Any] | None
+    timings_text: str | None
     progress: dict[str, Any] | None
     launch_spec: dict[str, Any] | None
     launched_at: datetime | None
     ended_at: datetime | None
+
+    @property
+    def timings(self) -> dict[str, Any] | None:
+        if self.timings_text is None:
+            return None
+        parsed: dict[str, Any] | None = json.loads(self.timings_text)
+        return parsed
+
+
+class JobFacts(Protocol):
+    """What a job's progress and ETA read of the job itself (a Job row has them)."""
+
+    backend: str
+    state: str
+    total_steps: int
+    steps_done: int
+    wait_until: datetime | None
 
 
 class JobNotVisible(LookupError):
@@ -103,31 +136,122 @@ def list_jobs(
 ) -> JobList:
     """The user's jobs, newest first, with live progress for the running ones: `limit` of them
     after the job `after` (a keyset cursor: the previous page's last job) if given, then past
-    `offset`. A job id that is not one of the user's jobs gives an empty page."""
-    mine = [Job.user_id == user_id]
+    `offset`. A job id that is not one of the user's jobs gives an empty page.
+
+    One statement reads the page: the count, the page's jobs and all their segments (a second
+    one counts only when the page is empty). Rows are read as plain columns and the answer is
+    built without validating again what the database returned: every open job page and `watch`
+    repeats this read, and its CPU is what limits how many the API serves
+    (`python -m benchmarks.list_cpu`)."""
+    statement = _page_statement(by_state=state is not None, after_cursor=after is not None)
+    params = {"user_id": user_id, "limit": limit, "offset": offset, "state": None, "after": after}
     if state is not None:
-        mine.append(Job.state == state.value)
-    total = session.scalar(select(func.count()).select_from(Job).where(*mine)) or 0
+        params["state"] = state.value
+    rows = session.connection().execute(statement, params).all()
+    if rows:
+        total = rows[0][0]
+    else:
+        count = select(func.count()).select_from(Job).where(Job.user_id == user_id)
+        if state is not None:
+            count = count.where(Job.state == state.value)
+        total = session.connection().scalar(count) or 0
+    items = []
+    for job_id, group in itertools.groupby(rows, key=lambda row: row[1]):
+        lines = list(group)
+        columns = lines[0][1:_SEGMENT_AT]
+        job = _JobRow(*columns)
+        segments: list[SegmentFacts] = [
+            _SegmentRow(job_id, *line[_SEGMENT_AT:])
+            for line in lines
+            if line[_SEGMENT_AT] is not None
+        ]
+        quota = kaggle_quota if job.backend == "kaggle" else None
+        progress, eta = _progress_and_eta(
+            job, segments, session_seconds=job.session_seconds, now=now, quota=quota
+        )
+        shown = dict(zip(_SHOWN, columns, strict=False))  # all but the last: the session limit
+        items.append(shown | {"progress": progress, "eta": eta})
+    last = items[-1]["id"] if len(items) == limit else None
+    # Validated in one call from plain values (pydantic's core, no ORM attribute reads).
+    return JobList.model_validate({"items": items, "total": total, "next_cursor": last})
+
+
+@dataclass(slots=True)
+class _JobRow:
+    """A job as the list reads it: the columns it shows, and its spec's session limit only."""
+
+    id: str
+    name: str
+    backend: str
+    state: str
+    steps_done: int
+    total_steps: int
+    pause_requested: bool
+    wait_until: datetime | None
+    reason: str | None
+    queue_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    session_seconds: float | None
+
+
+_JOB_COLUMNS = (
+    Job.id,
+    Job.name,
+    Job.backend,
+    Job.state,
+    Job.steps_done,
+    Job.total_steps,
+    Job.pause_requested,
+    Job.wait_until,
+    Job.reason,
+    Job.queue_reason,
+    Job.created_at,
+    Job.updated_at,
+    Job.started_at,
+    Job.finished_at,
+    Job.spec["session"]["limit_seconds"].as_float(),
+)
+# The JobSummary fields: every column but the session limit.
+_SHOWN = [column.key for column in _JOB_COLUMNS[:-1]]
+_SEGMENT_AT = 1 + len(_JOB_COLUMNS)  # after the count and the job's columns
+
+
+@functools.cache
+def _page_statement(*, by_state: bool, after_cursor: bool) -> Select[Any]:
+    """The list page's one statement, built once per shape (with or without a state filter and
+    a cursor); the values come as parameters: user_id, state, after, limit, offset."""
+    mine = [Job.user_id == bindparam("user_id")]
+    if by_state:
+        mine.append(Job.state == bindparam("state"))
+    # Uncorrelated: computed once per statement, not per row.
+    total = select(func.count()).select_from(Job).where(*mine).scalar_subquery()
     order = (Job.created_at.desc(), Job.id.desc())
-    page = select(Job.id).where(*mine).order_by(*order).limit(limit).offset(offset)
-    if after is not None:
+    page = (
+        select(Job.id)
+        .where(*mine)
+        .order_by(*order)
+        .limit(bindparam("limit", type_=Integer))
+        .offset(bindparam("offset", type_=Integer))
+    )
+    if after_cursor:
         anchor = aliased(Job)
-        created = select(anchor.created_at).where(anchor.id == after, anchor.user_id == user_id)
-        page = page.where(tuple_(Job.created_at, Job.id) < tuple_(created.scalar_subquery(), after))
+        created = select(anchor.created_at).where(
+            anchor.id == bindparam("after"), anchor.user_id == bindparam("user_id")
+        )
+        page = page.where(
+            tuple_(Job.created_at, Job.id) < tuple_(created.scalar_subquery(), bindparam("after"))
+        )
     # The page's ids come from the index (ix_jobs_user_created_id) alone: an offset then skips
     # index entries, not whole rows.
-    rows = list(
-        session.scalars(select(Job).where(Job.id.in_(page.scalar_subquery())).order_by(*order))
-    )
-    history = _segments_by_job(session, [job.id for job in rows])
-    last = rows[-1] if len(rows) == limit else None
-    return JobList(
-        items=[
-            job_summary(job, history.get(job.id, []), now=now, quota=_quota_of(job, kaggle_quota))
-            for job in rows
-        ],
-        total=total,
-        next_cursor=last.id if last is not None else None,
+    return (
+        select(total, *_JOB_COLUMNS, *_segment_columns())
+        .select_from(Job)
+        .outerjoin(Segment, Segment.job_id == Job.id)
+        .where(Job.id.in_(page.scalar_subquery()))
+        .order_by(*order, Segment.index)
     )
 
 
@@ -139,61 +263,98 @@ def get_job(
     now: datetime | None = None,
     kaggle_quota: QuotaPlan | None = None,
 ) -> JobOut:
-    """The job; `kaggle_quota`, if known, makes a Kaggle job's ETA count quota and refreshes."""
-    job = own_job(session, user_id, job_id)
-    segments = _segments_by_job(session, [job.id]).get(job.id, [])
-    return job_out(job, segments, now=now, quota=_quota_of(job, kaggle_quota))
+    """The job; `kaggle_quota`, if known, makes a Kaggle job's ETA count quota and refreshes.
+    One statement reads the job and its segments, as plain columns (every open job page and
+    `watch` repeats this read)."""
+    lines = session.connection().execute(_job_statement(), {"job_id": job_id, "user_id": user_id})
+    rows = lines.all()
+    if not rows:
+        raise JobNotVisible(job_id)
+    job = _JobDetail(*rows[0][:_DETAIL_SEGMENT_AT])
+    segments: list[SegmentFacts] = [
+        _SegmentRow(job_id, *row[_DETAIL_SEGMENT_AT:])
+        for row in rows
+        if row[_DETAIL_SEGMENT_AT] is not None
+    ]
+    quota = kaggle_quota if job.backend == "kaggle" else None
+    return job_out(job, segments, now=now, quota=quota)
 
 
-def _quota_of(job: Job, kaggle_quota: QuotaPlan | None) -> QuotaPlan | None:
-    return kaggle_quota if job.backend == "kaggle" else None
+@dataclass(slots=True)
+class _JobDetail:
+    """A job as GET reads it: what JobOut shows."""
+
+    id: str
+    name: str
+    backend: str
+    state: str
+    steps_done: int
+    total_steps: int
+    pause_requested: bool
+    wait_until: datetime | None
+    reason: str | None
+    queue_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    failures: int
+    spec: dict[str, Any]
+
+
+_DETAIL_SEGMENT_AT = len(_SHOWN) + 2
+
+
+@functools.cache
+def _job_statement() -> Select[Any]:
+    """A job of a user's and its segments in index order (none: no row), built once."""
+    shown = _JOB_COLUMNS[:-1]
+    return (
+        select(*shown, Job.failures, Job.spec, *_segment_columns())
+        .select_from(Job)
+        .outerjoin(Segment, Segment.job_id == Job.id)
+        .where(Job.id == bindparam("job_id"), Job.user_id == bindparam("user_id"))
+        .order_by(Segment.index)
+    )
 
 
 def job_out(
-    job: Job,
+    job: Job | _JobDetail,
     segments: Sequence[SegmentFacts],
     *,
     now: datetime | None = None,
     quota: QuotaPlan | None = None,
 ) -> JobOut:
     """The job with its live progress and ETA; `segments` are the job's, in index order."""
-    return _with_progress(JobOut.model_validate(job), job, segments, now=now, quota=quota)
+    session_seconds = (job.spec.get("session") or {}).get("limit_seconds")
+    out = JobOut.model_validate(job)
+    out.progress, out.eta = _progress_and_eta(
+        job, segments, session_seconds=session_seconds, now=now, quota=quota
+    )
+    return out
 
 
-def job_summary(
-    job: Job,
+def _progress_and_eta(
+    job: JobFacts,
     segments: Sequence[SegmentFacts],
     *,
-    now: datetime | None = None,
-    quota: QuotaPlan | None = None,
-) -> JobSummary:
-    """The job as the list shows it, with its live progress and ETA."""
-    return _with_progress(JobSummary.model_validate(job), job, segments, now=now, quota=quota)
-
-
-_Out = TypeVar("_Out", bound=JobSummary)
-
-
-def _with_progress(
-    out: _Out,
-    job: Job,
-    segments: Sequence[SegmentFacts],
-    *,
+    session_seconds: float | None,
     now: datetime | None,
     quota: QuotaPlan | None,
-) -> _Out:
+) -> tuple[LiveProgress | None, EtaOut | None]:
     now = now or datetime.now(UTC)
     active = next((s for s in segments if s.state in _ACTIVE), None)
-    out.progress = live_progress(job, active, now=now)
-    eta = job_eta(job, segments, out.progress, now=now, quota=quota)
-    if eta is not None:
-        out.eta = EtaOut(
-            finish_at=eta.finish_at,
-            more_sessions=eta.more_sessions,
-            quota_waits=eta.quota_waits,
-            text=eta.describe(),
-        )
-    return out
+    progress = live_progress(job, active, now=now)
+    eta = job_eta(job, segments, progress, session_seconds=session_seconds, now=now, quota=quota)
+    if eta is None:
+        return progress, None
+    shown = EtaOut(
+        finish_at=eta.finish_at,
+        more_sessions=eta.more_sessions,
+        quota_waits=eta.quota_waits,
+        text=eta.describe(),
+    )
+    return progress, shown
 
 
 _ACTIVE = frozenset(state.value for state in ACTIVE_SEGMENT_STATES)
@@ -201,26 +362,29 @@ _ETA_STATES = frozenset({JobState.QUEUED, JobState.RUNNING, JobState.WAITING})
 
 
 def job_eta(
-    job: Job,
+    job: JobFacts,
     segments: Sequence[SegmentFacts],
     progress: LiveProgress | None,
     *,
+    session_seconds: float | None,
     now: datetime,
     quota: QuotaPlan | None = None,
 ) -> Eta | None:
-    """The ETA of an unfinished, unpaused job from what its segments measured, or None."""
+    """The ETA of an unfinished, unpaused job from what its segments measured, or None;
+    `session_seconds` is the job spec's session limit."""
     if job.state not in _ETA_STATES:
         return None
-    measured = [s for s in segments if s.timings and s.end_step is not None]
-    timings = (SessionTimings.from_json(measured[-1].timings) if measured else None) or (
-        SessionTimings()
+    # The last segment that measured its timings (each read once: a row parses them on access).
+    measured = next(
+        (found for s in reversed(segments) if s.end_step is not None and (found := s.timings)),
+        None,
     )
+    timings = SessionTimings.from_json(measured) or SessionTimings()
     step_seconds = (progress.step_seconds if progress else None) or timings.step_ema
     if not isinstance(step_seconds, int | float) or step_seconds <= 0:
         return None
     tail = timings.tail
     overhead = tail + timings.setup
-    session_seconds = float(job.spec.get("session", {}).get("limit_seconds", 0.0))
     active = next((s for s in segments if s.state in _ACTIVE), None)
     current_left = None
     if active is not None and active.launched_at is not None:
@@ -235,7 +399,7 @@ def job_eta(
             now=start,
             remaining_steps=job.total_steps - done,
             step_seconds=float(step_seconds),
-            session_seconds=session_seconds,
+            session_seconds=float(session_seconds or 0.0),
             overhead_seconds=overhead,
             idle_seconds=_mean_idle(segments),
             current_session_left=current_left,
@@ -254,35 +418,29 @@ def _mean_idle(segments: Sequence[SegmentFacts]) -> float:
     return max(0.0, sum(gaps) / len(gaps)) if gaps else 0.0
 
 
-def _segments_by_job(session: Session, job_ids: list[str]) -> dict[str, list[SegmentFacts]]:
-    """The segments of all these jobs in one statement, in index order."""
-    found: dict[str, list[SegmentFacts]] = {}
-    if not job_ids:
-        return found
-    live = Segment.state.in_(_ACTIVE)
-    rows = session.execute(
-        select(
-            Segment.job_id,
-            Segment.index,
-            Segment.state,
-            Segment.start_step,
-            Segment.end_step,
-            Segment.limit_seconds,
-            Segment.timings,
-            case((live, Segment.progress)).label("progress"),
-            case((live, Segment.launch_spec)).label("launch_spec"),
-            Segment.launched_at,
-            Segment.ended_at,
-        )
-        .where(Segment.job_id.in_(job_ids))
-        .order_by(Segment.job_id, Segment.index)
+@functools.cache
+def _segment_columns() -> tuple[QueryableAttribute[Any] | Label[Any], ...]:
+    """A segment's columns as _SegmentRow reads them (after its job_id)."""
+    # The live states as constants in the statement, not a parameter list expanded at each
+    # execution.
+    live = Segment.state.in_([literal_column(f"'{state}'") for state in sorted(_ACTIVE)])
+    return (
+        Segment.index,
+        Segment.state,
+        Segment.start_step,
+        Segment.end_step,
+        Segment.limit_seconds,
+        cast(Segment.timings, Text).label("timings"),
+        case((live, Segment.progress)).label("progress"),
+        case((live, Segment.launch_spec)).label("launch_spec"),
+        Segment.launched_at,
+        Segment.ended_at,
     )
-    for row in rows:
-        found.setdefault(row.job_id, []).append(_SegmentRow(*row))
-    return found
 
 
-def live_progress(job: Job, active: SegmentFacts | None, *, now: datetime) -> LiveProgress | None:
+def live_progress(
+    job: JobFacts, active: SegmentFacts | None, *, now: datetime
+) -> LiveProgress | None:
     """Where the running segment is: its heartbeat, or an estimate where none reaches us."""
     if active is None or active.launched_at is None:
         return None

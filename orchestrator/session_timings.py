@@ -32,8 +32,7 @@ class SessionTimings:
         """The stored column, or None where the segment measured nothing."""
         if not data:
             return None
-        known = {field.name for field in fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in known})
+        return cls(**{key: value for key, value in data.items() if key in _FIELDS})
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,3 +46,7 @@ class SessionTimings:
     def tail(self) -> float:
         """Checkpoint commit and its upload."""
         return (self.save or 0.0) + (self.upload or 0.0)
+
+
+# The keys from_json keeps (read once: the job list reads a column per job).
+_FIELDS = frozenset(field.name for field in fields(SessionTimings))

@@ -7,9 +7,10 @@ without importing anything from orchestrator/api/.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -28,16 +29,18 @@ class _Wire(BaseModel):
     model_config = ConfigDict(defer_build=True)
 
 
+def _utc(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes; every stored time is UTC.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+# A time read from the database, as UTC. On these fields only: a validator on every field cost
+# the job list a Python call per field and job (benchmarks/list_cpu.py).
+StoredTime = Annotated[datetime, AfterValidator(_utc)]
+
+
 class _FromRow(_Wire):
     model_config = ConfigDict(from_attributes=True)
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _utc(cls, value: Any) -> Any:
-        # SQLite hands back naive datetimes; every stored time is UTC.
-        if isinstance(value, datetime) and value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value
 
 
 class LiveProgress(_FromRow):
@@ -48,7 +51,7 @@ class LiveProgress(_FromRow):
     step: int
     loss: float | None
     step_seconds: float | None
-    at: datetime | None  # when the heartbeat was written (or the estimate made)
+    at: StoredTime | None  # when the heartbeat was written (or the estimate made)
     estimated: bool
     # The heartbeat is older than the session's hang bound: it stopped (a frozen process, a
     # wedged host) and the session's own watchdog did not end it.
@@ -74,15 +77,15 @@ class JobSummary(_FromRow):
     steps_done: int
     total_steps: int
     pause_requested: bool
-    wait_until: datetime | None
+    wait_until: StoredTime | None
     reason: str | None
     # Why a queued job has not been launched yet (no free session slot), or why its launched
     # session still waits in the backend's own queue (Slurm's pending reason).
     queue_reason: str | None = None
-    created_at: datetime
-    updated_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
+    created_at: StoredTime
+    updated_at: StoredTime
+    started_at: StoredTime | None
+    finished_at: StoredTime | None
     # Set by the read layer (orchestrator/queries.py) while a segment runs.
     progress: LiveProgress | None = None
     eta: EtaOut | None = None
@@ -137,9 +140,9 @@ class SegmentOut(_FromRow):
     timings: SegmentTimings | None
     error: str | None
     checkpoint: dict[str, Any] | None
-    created_at: datetime
-    launched_at: datetime | None
-    ended_at: datetime | None
+    created_at: StoredTime
+    launched_at: StoredTime | None
+    ended_at: StoredTime | None
 
 
 class EventOut(_FromRow):
@@ -149,7 +152,7 @@ class EventOut(_FromRow):
     from_state: str | None
     to_state: str | None
     message: str | None
-    created_at: datetime
+    created_at: StoredTime
 
 
 class CheckpointOut(_FromRow):
@@ -158,7 +161,7 @@ class CheckpointOut(_FromRow):
     model_digest: str
     bytes: int
     manifest: dict[str, Any]
-    created_at: datetime
+    created_at: StoredTime
     # Whether its files are still kept (downloadable); False: pruned by retention, or rejected.
     kept: bool = True
     rejected: str | None = None

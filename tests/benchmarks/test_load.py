@@ -30,7 +30,7 @@ def test_a_small_load_run_measures_every_endpoint_and_visits_every_job(
         pytest.skip(f"PostgreSQL or redis-server missing: {exc}")
     out = tmp_path / "load.json"
     # fmt: off
-    entry_point(
+    printed = entry_point(
         "benchmarks.load", "--jobs", "300", "--rate", "40", "--requests", "40",
         "--visit-timeout", "240", "--out", out,
     )
@@ -51,3 +51,14 @@ def test_a_small_load_run_measures_every_endpoint_and_visits_every_job(
                 assert sum(shares) <= 100.5
     assert record["visits"]["visited"] == 300
     assert record["visits"]["all_visited"] is True
+    (run,) = record["runs"]
+    assert run["date"].endswith("UTC")
+    assert len(run["load_average_at_start"]) == len(run["load_average_at_end"]) == 3
+    # Each of the targets counted half by half at the full rate: 2 halves each.
+    assert run["verdict"]["halves"] == dict.fromkeys(
+        ("job_p99", "job_worst_second", "list_served", "list_p99"), 2
+    )
+    assert isinstance(run["verdict"]["visits_met"], bool)
+    # Every half of the run printed as a table row: 3 endpoints x 2 halves x 2 rates.
+    rows = [line for line in printed.splitlines() if line.startswith(("| 4/s", "| 40/s"))]
+    assert len(rows) == 12

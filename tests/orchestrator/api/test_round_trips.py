@@ -1,7 +1,9 @@
 """The database round trips of the two requests every open page and CLI `watch` repeats: `GET`
-a job (3: the token, the job, its segments) and a page of the job list (4: the token, the
-count, the page, all its jobs' segments in one), whatever the number of jobs and segments.
-Counted with SQLAlchemy's cursor events, so an N+1 or an extra query cannot creep back."""
+a job (2: the token, then the job with its segments) and a page of the job list (2: the token,
+then the count, the page's jobs and all their segments in one statement; an empty page counts
+apart), whatever the number of jobs and segments, on two connections from the pool (each
+pinged first on PostgreSQL: one round trip more each). Counted with SQLAlchemy's cursor and
+pool events, so an N+1, an extra query or an extra connection cannot creep back."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from orchestrator.lifecycle import SegmentState
 from orchestrator.models import Segment
 from tests.factories import job_spec, make_settings, running_api
 
-GET_JOB_STATEMENTS = 3
-LIST_PAGE_STATEMENTS = 4
+GET_JOB_STATEMENTS = 2
+LIST_PAGE_STATEMENTS = 2
+EMPTY_PAGE_STATEMENTS = 3  # no row to carry the count: it runs apart
 
 
 @pytest.fixture
@@ -31,17 +34,30 @@ def api(database_url: str, tmp_path: Path) -> Iterator[TestClient]:
 
 @contextmanager
 def statements(client: TestClient) -> Iterator[list[str]]:
+    """The statements run, and "checkout" for each connection taken from the pool (on
+    PostgreSQL each is pinged first: one more round trip)."""
     engine = client.app.state.services.db.engine  # type: ignore[attr-defined]
     seen: list[str] = []
 
     def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         seen.append(statement)
 
+    def checkout(*args: Any) -> None:
+        seen.append("checkout")
+
     event.listen(engine, "before_cursor_execute", count)
+    event.listen(engine, "checkout", checkout)
     try:
         yield seen
     finally:
         event.remove(engine, "before_cursor_execute", count)
+        event.remove(engine, "checkout", checkout)
+
+
+def counted(seen: list[str]) -> tuple[int, int]:
+    """(statements, connections taken)."""
+    taken = seen.count("checkout")
+    return len(seen) - taken, taken
 
 
 def _jobs_with_segments(client: TestClient, jobs: int, segments: int) -> list[str]:
@@ -80,7 +96,13 @@ def test_get_job_and_a_list_page_cost_a_fixed_number_of_statements(
     cursor = api.get("/api/v1/jobs", params={"limit": 1}).json()["next_cursor"]
     with statements(api) as cursor_page:
         later = api.get("/api/v1/jobs", params={"limit": 50, "cursor": cursor})
+    with statements(api) as empty_page:
+        past_the_end = api.get("/api/v1/jobs", params={"offset": jobs})
     assert job.status_code == page.status_code == later.status_code == 200
     assert (len(page.json()["items"]), len(later.json()["items"])) == (jobs, jobs - 1)
-    assert len(get_job) == GET_JOB_STATEMENTS, get_job
-    assert len(list_page) == len(cursor_page) == LIST_PAGE_STATEMENTS, list_page
+    assert (page.json()["total"], later.json()["total"]) == (jobs, jobs)
+    assert past_the_end.json() == {"items": [], "total": jobs, "next_cursor": None}
+    # Each request takes two connections: one to check the token, one for the read.
+    assert counted(get_job) == (GET_JOB_STATEMENTS, 2), get_job
+    assert counted(list_page) == counted(cursor_page) == (LIST_PAGE_STATEMENTS, 2), list_page
+    assert counted(empty_page) == (EMPTY_PAGE_STATEMENTS, 2), empty_page
