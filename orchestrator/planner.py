@@ -75,9 +75,11 @@ def plan_next_segment(
     limit = spec.session.limit_seconds
     if quota_seconds is not None:
         limit = min(limit, quota_seconds)
-    # A self-chaining segment publishes and pushes before its deadline: keep time for that.
+    # A self-chaining segment publishes and pushes before its deadline, and one with the
+    # in-kernel transport publishes: keep time for that until earlier segments measured it
+    # (their `upload`, which learn_estimates pads and takes over once larger).
     reserve = 0.0
-    if spec.kaggle is not None and spec.kaggle.self_chain:
+    if spec.kaggle is not None and (spec.kaggle.self_chain or spec.kaggle.kernel_transport):
         reserve = spec.kaggle.chain_reserve_seconds
     estimates = learn_estimates(history, upload_floor=reserve)
     return SegmentPlan(

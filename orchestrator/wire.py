@@ -124,6 +124,8 @@ class SegmentTimings(_Wire):
     total: float | None = None
     session: float | None = None  # the backend's wall time for the whole session
     step_ema: float | None = None  # moving average of one training step
+    transport: str | None = None  # how the checkpoint crossed: "kernel" or "orchestrator"
+    link_bytes: int | None = None  # checkpoint bytes through the orchestrator's link
 
 
 class SegmentOut(_FromRow):

@@ -16,7 +16,7 @@ import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from kagglesdk import KaggleClient
 from kagglesdk.datasets.types.dataset_api_service import (
@@ -196,6 +196,11 @@ class CheckpointDataset:
         marker.write_text(json.dumps(state | {"confirmed": True}))
         raise Transient(f"published {name} to {self.ref}; waiting for processing")
 
+    def upload_confirmed(self, name: str) -> bool:
+        """Whether Kaggle answered the upload of archive `name` (it then processes it itself)."""
+        uploads, _, _, confirmed = _read_marker(self.staging / f"{name}.uploaded")
+        return uploads > 0 and confirmed
+
     def _failed(self, dataset: ApiDataset | None, name: str, created: bool) -> bool:
         """Whether the newest version carrying `name` ended FAILED or DELETED. A dataset's first
         version has no notes of Baton's: it is ours when Baton created the dataset with it."""
@@ -259,6 +264,21 @@ class CheckpointDataset:
             if any(layout.items() <= files.items() for layout in layouts):
                 return PublishedCheckpoint(version.version_number, name)
         return None
+
+    def files(self, version: int) -> dict[str, int]:
+        """Every file of a READY version, path -> bytes (Kaggle's own listing)."""
+        return self._files(version)
+
+    def download_file(self, version: int, name: str, target: Path) -> Path:
+        """One file of a version into `target` (a folder); its path there."""
+        target.mkdir(parents=True, exist_ok=True)
+        self.account.transfer(
+            "dataset_download_file",
+            lambda api: api.dataset_download_file(
+                f"{self.ref}/{version}", name, path=str(target), force=True, quiet=True
+            ),
+        )
+        return target / PurePosixPath(name).name
 
     def _files(self, version: int) -> dict[str, int]:
         files: dict[str, int] = {}
