@@ -56,7 +56,10 @@ class EmulatorState:
             DatasetTiming(
                 options.dataset_processing_seconds,
                 options.dataset_not_found_seconds,
-                options.dataset_bytes_per_second,
+                # Processing is charged for the stand-in size too (`link_size_scale`).
+                options.dataset_bytes_per_second / options.link_size_scale
+                if options.dataset_bytes_per_second
+                else None,
             ),
             options.unpack_archives,
             self.faults.take_dataset_outcome,
