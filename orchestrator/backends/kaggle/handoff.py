@@ -38,7 +38,7 @@ from worker.boundary.transport import Published, RemoteCopy
 from worker.kaggle_access.checkpoints import CheckpointDataset, archive_name
 
 SAMPLE_FILES = 3
-SAMPLE_MAX_BYTES = 1 << 20
+SAMPLE_MAX_BYTES = 64 << 10
 
 
 def check_published(
