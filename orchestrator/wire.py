@@ -7,7 +7,7 @@ without importing anything from orchestrator/api/.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     AwareDatetime,
@@ -240,6 +240,16 @@ USERNAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 # Printable ASCII without spaces: a pasted newline or space is a mistake, not part of a key.
 KEY_PATTERN = r"^[!-~]+$"
 MAX_KEY_LENGTH = 256
+
+
+class MoveIn(BaseModel):  # a request body, built now like TokenIn
+    """`baton move`: the backend the job continues on, and its Kaggle options (the job's own,
+    kept from before, when none are given)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["local", "kaggle"]
+    kaggle: dict[str, Any] | None = None
 
 
 class KaggleCredentialsIn(BaseModel):  # a request body, built now like TokenIn

@@ -29,13 +29,20 @@ import hashlib
 import random
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from worker.boundary.contract import CheckpointRef
+from worker.boundary.errors import Transient
 from worker.boundary.manifest import CorruptCheckpoint, FileEntry, read_manifest, sha256_file
 from worker.boundary.paths import MANIFEST_FILE
 from worker.boundary.transport import Published, RemoteCopy
-from worker.kaggle_access.checkpoints import CheckpointDataset, archive_name
+from worker.kaggle_access.checkpoints import (
+    PROCESSING_WITHIN_SECONDS,
+    VISIBLE_WITHIN_SECONDS,
+    CheckpointDataset,
+    archive_name,
+)
 
 SAMPLE_FILES = 3
 SAMPLE_MAX_BYTES = 64 << 10
@@ -56,11 +63,15 @@ def check_published(
         raise CorruptCheckpoint(
             f"the published archive {published.archive} was not made from this manifest"
         )
+    # Beside the scratch folder, not in it: every fetch of the output empties that folder.
+    since = scratch.parent / f".{scratch.name}.published-since"
     version = dataset.find_segment(expect.segment_index)
     if version is None:
+        _wait_for_version(dataset, since, expect.segment_index)
         raise CorruptCheckpoint(
             f"no READY version of {dataset.ref} holds segment {expect.segment_index}"
         )
+    since.unlink(missing_ok=True)
     files = dataset.files(version)
     stem = published.archive.removesuffix(".tar")
     sampled = 0
@@ -81,6 +92,25 @@ def check_published(
         sampled = _sample(dataset, version, stem, manifest.files, checkpoint, scratch)
     manifest_sha = hashlib.sha256((checkpoint / MANIFEST_FILE).read_bytes()).hexdigest()
     return RemoteCopy(dataset.ref, version, published.archive, manifest_sha), sampled
+
+
+def _wait_for_version(dataset: CheckpointDataset, since_file: Path, segment_index: int) -> None:
+    """Transient while the version may still appear: a new dataset 404s for a while and its
+    first version is listed without files until READY. Past VISIBLE_WITHIN_SECONDS plus
+    PROCESSING_WITHIN_SECONDS from the first look it never will (Kaggle drops uploads past
+    the storage limit silently, kaggle-api #284): the caller then takes the output's copy."""
+    now = time.time()
+    try:
+        since = float(since_file.read_text())
+    except (OSError, ValueError):
+        since_file.parent.mkdir(parents=True, exist_ok=True)
+        since_file.write_text(repr(now))
+        since = now
+    if now - since < VISIBLE_WITHIN_SECONDS + PROCESSING_WITHIN_SECONDS:
+        raise Transient(
+            f"{dataset.ref} has no READY version with segment {segment_index} yet; "
+            f"waiting for Kaggle to process it ({now - since:.0f} s so far)"
+        )
 
 
 def _sample(
