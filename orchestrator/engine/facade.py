@@ -48,6 +48,7 @@ from orchestrator.lifecycle import (
 from orchestrator.models import Job, Segment, utcnow
 from orchestrator.spec import JobSpec, spec_warnings
 from orchestrator.transitions import StaleState, record_event, set_job_state
+from worker.boundary.errors import Pending
 from worker.boundary.transport import read_remote
 
 log = logging.getLogger(__name__)
@@ -285,6 +286,11 @@ class Engine:
             )
 
     def _back_off(self, job: Job, backend: Backend, exc: Transient) -> None:
+        if isinstance(exc, Pending):
+            delay = max(exc.retry_after or 0.0, backend.poll_seconds)
+            log.info("job %s: %s; next look in %.1f s", job.id, exc, delay)
+            self._schedule(job.id, delay)
+            return
         errors = job.transient_errors + 1
         delay = backoff_seconds(errors, exc.retry_after, floor=backend.poll_seconds)
         log.warning("job %s: %s; next look in %.0f s", job.id, exc, delay)

@@ -28,7 +28,7 @@ from kagglesdk.datasets.types.dataset_api_service import (
 )
 
 from worker.boundary.contract import CheckpointRef
-from worker.boundary.errors import Rejected, Transient
+from worker.boundary.errors import Pending, Rejected, Transient
 from worker.boundary.manifest import CorruptCheckpoint, sha256_file, verify_checkpoint
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound
@@ -56,7 +56,7 @@ class DatasetExists(Transient):
     """A create found the job's dataset there already (an earlier create took effect)."""
 
 
-class StillProcessing(Transient):
+class StillProcessing(Pending):
     """A version Baton uploaded is visible and not READY yet."""
 
 
@@ -164,7 +164,7 @@ class CheckpointDataset:
             # A create whose answer was lost or a 500 may have taken effect: wait for it too.
             bound = VISIBLE_WITHIN_SECONDS if dataset is None else PROCESSING_WITHIN_SECONDS
             if waited <= bound:
-                raise Transient(f"{name} was uploaded to {self.ref}; not READY yet")
+                raise Pending(f"{name} was uploaded to {self.ref}; not READY yet")
             if confirmed or uploads >= MAX_UPLOADS:
                 raise Rejected(storage_full_reason(self.ref, name, waited / 60))
             # Unanswered and still not there after the wait: it never took effect. Send again.
@@ -194,7 +194,7 @@ class CheckpointDataset:
             marker.write_text(json.dumps(state | {"confirmed": True, "created": True}))
             raise
         marker.write_text(json.dumps(state | {"confirmed": True}))
-        raise Transient(f"published {name} to {self.ref}; waiting for processing")
+        raise Pending(f"published {name} to {self.ref}; waiting for processing")
 
     def upload_confirmed(self, name: str) -> bool:
         """Whether Kaggle answered the upload of archive `name` (it then processes it itself)."""
@@ -350,7 +350,7 @@ class CheckpointDataset:
             if notes.startswith(version_notes(prefix)) and status != READY:
                 if status in _LOST:
                     continue
-                raise Transient(f"{self.ref} v{version.version_number} is {status or 'processing'}")
+                raise Pending(f"{self.ref} v{version.version_number} is {status or 'processing'}")
             if status != READY:
                 continue
             files = self._files(version.version_number)

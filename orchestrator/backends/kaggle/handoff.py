@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from worker.boundary.contract import CheckpointRef
-from worker.boundary.errors import Transient
+from worker.boundary.errors import Pending
 from worker.boundary.manifest import CorruptCheckpoint, FileEntry, read_manifest, sha256_file
 from worker.boundary.paths import MANIFEST_FILE
 from worker.boundary.transport import Published, RemoteCopy
@@ -107,7 +107,7 @@ def _wait_for_version(dataset: CheckpointDataset, since_file: Path, segment_inde
         since_file.write_text(repr(now))
         since = now
     if now - since < VISIBLE_WITHIN_SECONDS + PROCESSING_WITHIN_SECONDS:
-        raise Transient(
+        raise Pending(
             f"{dataset.ref} has no READY version with segment {segment_index} yet; "
             f"waiting for Kaggle to process it ({now - since:.0f} s so far)"
         )
