@@ -75,10 +75,16 @@ def plan_next_segment(
     limit = spec.session.limit_seconds
     if quota_seconds is not None:
         limit = min(limit, quota_seconds)
-    # A self-chaining segment publishes and pushes before its deadline: keep time for that.
+    # A self-chaining segment publishes and pushes before its deadline, and one with the
+    # in-kernel transport publishes: keep time for that until earlier segments measured it
+    # (their `upload`, which learn_estimates pads and takes over once larger).
     reserve = 0.0
     if spec.kaggle is not None and spec.kaggle.self_chain:
         reserve = spec.kaggle.chain_reserve_seconds
+    elif spec.kaggle is not None and spec.kaggle.kernel_transport:
+        # Publishing only: once a segment measured it, its (padded) time is the margin.
+        measured = any(past.upload_seconds > 0 for past in history)
+        reserve = 0.0 if measured else spec.kaggle.chain_reserve_seconds
     estimates = learn_estimates(history, upload_floor=reserve)
     return SegmentPlan(
         index=next_index,

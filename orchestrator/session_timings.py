@@ -20,6 +20,10 @@ class SessionTimings:
     total: float | None = None
     session: float | None = None  # the backend's wall time for the whole session
     step_ema: float | None = None  # moving average of one training step
+    # How the checkpoint crossed this boundary ("kernel", "orchestrator") and the checkpoint
+    # bytes through the orchestrator's link for it (collect's download plus launch's upload).
+    transport: str | None = None
+    link_bytes: int | None = None
 
     @classmethod
     def measured(

@@ -20,7 +20,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from orchestrator.webhooks import NotifySpec
-from trainers.memory_plan import check_t4_job
+from trainers.memory_plan import check_t4_job, checkpoint_size
 from worker.boundary.contract import DEFAULT_K_STEPS, DEFAULT_SAFETY_SECONDS
 
 MAX_CONFIG_BYTES = 64 * 1024
@@ -31,6 +31,11 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 # Checked against the allowed trainer packages at submit (orchestrator/trainer_lookup.py).
 TRAINER_PATTERN = r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$"
 MAX_NPROC = 8
+GB = 10**9
+# A Kaggle session's writable /kaggle/working, and a user's private dataset storage
+# (docs/kaggle-emulator.md, "Costs").
+KAGGLE_WORKING_BYTES = 20 * GB
+KAGGLE_PRIVATE_STORAGE_BYTES = 100 * GB
 # Trainers whose config the memory planner understands (model sizes, batch, block_size, ...).
 BATON_LM_TRAINERS = (
     "trainers.accelerate_lm:",
@@ -160,6 +165,14 @@ class KaggleSpec(BaseModel):
     chain_reserve_seconds: float = Field(
         default=120.0, ge=0, le=3600, strict=True, allow_inf_nan=False
     )
+    # How a checkpoint reaches the next session (docs/kaggle.md, "Moving checkpoints"):
+    # "kernel" (the session publishes it itself; needs enable_internet and the BATON_KAGGLE_KEY
+    # Secret, and falls back to "orchestrator" without them), "orchestrator" (downloaded and
+    # uploaded again by Baton), or "auto": "kernel" where the kernel has internet.
+    transport: Literal["auto", "kernel", "orchestrator"] = "auto"
+    # What one checkpoint is expected to hold, in bytes, where the memory planner cannot tell
+    # (a trainer of the user's): checked against the session's writable space at submit.
+    checkpoint_bytes: int | None = Field(default=None, ge=0, le=10**13, strict=True)
 
     @field_validator("dataset_sources", "kernel_sources")
     @classmethod
@@ -206,7 +219,15 @@ class KaggleSpec(BaseModel):
                     f"{name} requires enable_internet: true",
                     getattr(self, name),
                 )
+        if self.transport == "kernel" and not self.enable_internet:
+            message = "transport kernel requires enable_internet: true"
+            raise field_error("KaggleSpec", ("transport",), message, self.transport)
         return self
+
+    @property
+    def kernel_transport(self) -> bool:
+        """Whether each session publishes its own checkpoint (self-chaining ones always do)."""
+        return not self.self_chain and self.enable_internet and self.transport != "orchestrator"
 
     @property
     def machine_shape(self) -> str | None:
@@ -329,6 +350,8 @@ class JobSpec(BaseModel):
                 raise field_error("JobSpec", ("config",), message[:300], None) from None
             if not advice.fits:
                 raise field_error("JobSpec", ("config",), advice.message(), None)
+        if self.kaggle is not None:
+            self._checkpoint_fits_kaggle(self.kaggle)
         return self
 
     def _slurm_options_fit(self) -> None:
@@ -340,6 +363,37 @@ class JobSpec(BaseModel):
         if self.slurm is not None and limit < SLURM_MIN_SESSION_SECONDS:
             message = f"Slurm's walltime is whole minutes: at least {SLURM_MIN_SESSION_SECONDS:g} s"
             raise field_error("JobSpec", ("session", "limit_seconds"), message, limit)
+
+    def _checkpoint_fits_kaggle(self, kaggle: KaggleSpec) -> None:
+        """Refuse, before anything is pushed, a checkpoint that cannot fit the session's 20 GB
+        /kaggle/working or the account's private dataset storage with the versions kept."""
+        where: tuple[str, ...] = ("kaggle", "checkpoint_bytes")
+        if kaggle.checkpoint_bytes is not None:
+            size, fix = float(kaggle.checkpoint_bytes), "save less per checkpoint"
+        elif self.trainer.startswith(BATON_LM_TRAINERS):
+            predicted = checkpoint_size(self.config, self.nproc)
+            size, where = predicted.total, ("config",)
+            fix = (
+                f"train LoRA adapters only (lora: {{...}}), or save without optimizer state "
+                f"where the trainer allows it (then about {predicted.weights / GB:.1f} GB)"
+            )
+        else:
+            return
+        if size > KAGGLE_WORKING_BYTES:
+            message = (
+                f"a checkpoint of about {size / GB:.1f} GB cannot fit Kaggle's "
+                f"{KAGGLE_WORKING_BYTES / GB:.0f} GB /kaggle/working: {fix}"
+            )
+            raise field_error("JobSpec", where, message, None)
+        held = max(kaggle.keep_versions, 1) + 1  # the kept ones, plus the one being published
+        if size * held > KAGGLE_PRIVATE_STORAGE_BYTES:
+            fitting = max(int(KAGGLE_PRIVATE_STORAGE_BYTES // size) - 1, 0)
+            message = (
+                f"{held} checkpoints of about {size / GB:.1f} GB exceed Kaggle's "
+                f"{KAGGLE_PRIVATE_STORAGE_BYTES / GB:.0f} GB of private dataset storage: "
+                + (f"set keep_versions to {fitting}" if fitting else fix)
+            )
+            raise field_error("JobSpec", ("kaggle", "keep_versions"), message, kaggle.keep_versions)
 
     @field_validator("config")
     @classmethod

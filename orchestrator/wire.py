@@ -7,7 +7,7 @@ without importing anything from orchestrator/api/.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -128,6 +128,8 @@ class SegmentTimings(_Wire):
     total: float | None = None
     session: float | None = None  # the backend's wall time for the whole session
     step_ema: float | None = None  # moving average of one training step
+    transport: str | None = None  # how the checkpoint crossed: "kernel" or "orchestrator"
+    link_bytes: int | None = None  # checkpoint bytes through the orchestrator's link
 
 
 class SegmentOut(_FromRow):
@@ -245,6 +247,16 @@ USERNAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 # Printable ASCII without spaces: a pasted newline or space is a mistake, not part of a key.
 KEY_PATTERN = r"^[!-~]+$"
 MAX_KEY_LENGTH = 256
+
+
+class MoveIn(BaseModel):  # a request body, built now like TokenIn
+    """`baton move`: the backend the job continues on, and its Kaggle options (the job's own,
+    kept from before, when none are given)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["local", "kaggle"]
+    kaggle: dict[str, Any] | None = None
 
 
 class KaggleCredentialsIn(BaseModel):  # a request body, built now like TokenIn

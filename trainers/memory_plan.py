@@ -284,3 +284,32 @@ def setup_from_config(config: Mapping[str, Any], ranks: int, precision: str) -> 
 def check_t4_job(config: Mapping[str, Any], ranks: int) -> FitAdvice:
     """The advice for a job on Kaggle's T4s (fp16: a T4 has no bf16)."""
     return suggest_fit(setup_from_config(config, ranks, "fp16"))
+
+
+# What a checkpoint of a Baton LM trainer holds, for the Kaggle space checks at submit.
+FP32_BYTES = 4
+NF4_BYTES = 0.5
+ADAM_MOMENTS_BYTES = 8  # two fp32 moments per trainable parameter
+
+
+@dataclass(frozen=True)
+class CheckpointSize:
+    """The predicted bytes of one checkpoint: the weights saved, and the optimizer state."""
+
+    weights: float
+    optimizer: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.optimizer
+
+
+def checkpoint_size(config: Mapping[str, Any], ranks: int) -> CheckpointSize:
+    """Every weight in fp32 (NF4 for a 4-bit frozen base) plus Adam's two fp32 moments for each
+    trainable parameter: ZeRO partitions are saved by every rank, so the whole adds up the same."""
+    setup = setup_from_config(config, ranks, "fp16")
+    total = setup.total_params
+    trainable = total * setup.trainable_share
+    frozen = total - trainable
+    weights = trainable * FP32_BYTES + frozen * (NF4_BYTES if setup.quantize_4bit else FP32_BYTES)
+    return CheckpointSize(weights=weights, optimizer=trainable * ADAM_MOMENTS_BYTES)

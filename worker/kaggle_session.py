@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -101,13 +100,18 @@ def session_origin(measured_boot_seconds: float = 0.0) -> float:
 
 
 def stage_checkpoint(mounted: Path, target: Path) -> None:
-    """Put the checkpoint at `target`; the worker verifies its manifest before trusting it."""
+    """Put the checkpoint at `target`; the worker verifies its manifest before trusting it.
+
+    A folder Kaggle unpacked is linked, not copied: the worker only reads it, and a copy would
+    be a second checkpoint-sized write to the session's disk. A mounted archive is unpacked.
+    """
     if mounted.is_file():
         target.mkdir(parents=True)
         with tarfile.open(mounted) as archive:
             archive.extractall(target, filter="data")
     else:
-        shutil.copytree(mounted, target, symlinks=False)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(mounted.resolve(), target_is_directory=True)
 
 
 def install_requirements(requirements: list[str]) -> None:
@@ -229,11 +233,17 @@ def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: b
     log.info("session origin %.1f s before this process started", process_start_time() - origin)
     with owner_listening(segment, options, session):
         exit_code = run_worker(["--root", str(session), "--started-at", repr(origin)])
-    if options.get("self_chain") and exit_code == 0:
+    deadline = origin + float(segment["limit_seconds"]) - EXIT_SECONDS
+    if options.get("publish_dataset") and exit_code == 0:
+        # The in-kernel transport (worker/kaggle_access/publish.py); the client as below.
+        ensure_kaggle_client()
+        from worker.kaggle_access.publish import publish_checkpoint
+
+        publish_checkpoint(options, SessionPaths(root).working, deadline)
+    elif options.get("self_chain") and exit_code == 0:
         # Imported only here: the Kaggle client code travels only with self-chaining kernels.
         ensure_kaggle_client()
         from worker.kaggle_access.chaining import chain
 
-        deadline = origin + float(segment["limit_seconds"]) - EXIT_SECONDS
         chain(segment, options, code, SessionPaths(root).working, deadline)
     return exit_code

@@ -71,6 +71,10 @@ class Collected:
     checkpoint: Path | None  # where the checkpoint now lives in the orchestrator's store
     session_seconds: float | None  # wall time the backend measured
     problem: str | None  # why the session's output is unusable, if it is
+    # How the checkpoint moved to where the next session reads it (worker/boundary/transport.py)
+    # and the checkpoint bytes that crossed the orchestrator's link for it; None: not measured.
+    transport: str | None = None
+    link_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -380,6 +381,32 @@ def resume(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
     _act(ctx, job, "resume", as_json)
 
 
+class Backend(StrEnum):
+    LOCAL = "local"
+    KAGGLE = "kaggle"
+
+
+def move(
+    ctx: typer.Context,
+    job: JobArg,
+    backend: Annotated[Backend, typer.Option(help="where the job continues")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Move a paused job to another backend; `baton resume` continues it there from its newest
+    checkpoint (to Kaggle with its Kaggle options, or the defaults after a move away)."""
+    from orchestrator.wire import JobOut
+
+    with connect(ctx) as client:
+        moved = client.call(
+            "POST", f"/api/v1/jobs/{job}/move", JobOut, body={"backend": backend.value}
+        )
+    if as_json:
+        render.print_json(moved)
+    else:
+        render.console.print(render.job_summary(moved))
+        render.console.print(f"moved to {backend.value}: `baton resume {job}` continues it there")
+
+
 def _act(ctx: typer.Context, job: str, action: str, as_json: bool) -> None:
     from orchestrator.wire import JobOut
 
@@ -484,6 +511,7 @@ def register(app: typer.Typer) -> None:
         cancel,
         pause,
         resume,
+        move,
         checkpoints,
         download,
         quota,

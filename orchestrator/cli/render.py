@@ -84,6 +84,14 @@ def _seconds(value: float | None) -> str:
     return f"{value:.1f}" if value is not None else ""
 
 
+def _moved(transport: str | None, link_bytes: int | None) -> str:
+    """How the segment's checkpoint reached the next session, and the bytes through Baton."""
+    if transport is None:
+        return ""
+    where = "in Kaggle" if transport == "kernel" else "via Baton"
+    return f"{where} {human_bytes(link_bytes or 0)}"
+
+
 def segments_table(segments: Sequence[SegmentOut]) -> Table:
     table = Table(box=None, header_style="bold")
     columns = (
@@ -95,6 +103,7 @@ def segments_table(segments: Sequence[SegmentOut]) -> Table:
         "load s",
         "train s",
         "save s",
+        "moved",
         "error",
     )
     for column in columns:
@@ -111,6 +120,7 @@ def segments_table(segments: Sequence[SegmentOut]) -> Table:
             _seconds(timings.load if timings else None),
             _seconds(timings.train if timings else None),
             _seconds(timings.save if timings else None),
+            _moved(timings.transport, timings.link_bytes) if timings else "",
             (seg.error or "").strip().splitlines()[-1][:60] if seg.error else "",
         )
     return table

@@ -20,8 +20,9 @@ from orchestrator.db import Database
 from orchestrator.models import Checkpoint
 from orchestrator.transitions import record_event
 from worker.boundary.contract import CheckpointRef
-from worker.boundary.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
+from worker.boundary.manifest import CorruptCheckpoint, Manifest
 from worker.boundary.text import TEXT_LIMIT
+from worker.boundary.transport import verify_stored
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class CheckpointStore:
         """Why the stored copy is unusable, or None if it verifies."""
         expect = CheckpointRef(job_id, segment_index, step)
         try:
-            verify_checkpoint(self.path(job_id, segment_index), expect)
+            verify_stored(self.path(job_id, segment_index), expect)
         except CorruptCheckpoint as exc:
             return str(exc)
         return None

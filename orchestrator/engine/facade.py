@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import or_, select, update
 
@@ -37,6 +38,7 @@ from orchestrator.engine.watch import watch
 from orchestrator.lifecycle import (
     ACTIVE_SEGMENT_STATES,
     FINISHED_JOB_STATES,
+    ActionConflict,
     JobState,
     SegmentState,
     UserAction,
@@ -46,6 +48,8 @@ from orchestrator.lifecycle import (
 from orchestrator.models import Job, Segment, utcnow
 from orchestrator.spec import JobSpec, spec_warnings
 from orchestrator.transitions import StaleState, record_event, set_job_state
+from worker.boundary.errors import Pending
+from worker.boundary.transport import read_remote
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +119,51 @@ class Engine:
             except StaleState:
                 if attempt == _ACTION_ATTEMPTS - 1:
                     raise
+        with self.db.transaction() as session:
+            fresh = session.get(Job, job_id)
+            assert fresh is not None
+            return fresh
+
+    def move(self, user_id: str, job_id: str, backend: str, kaggle: dict[str, Any] | None) -> Job:
+        """Move a paused job to another backend (`baton move`): its next segment runs there,
+        from the newest verified checkpoint, which has the same format everywhere. Raises
+        ActionConflict unless the job is paused with no live segment, or when its checkpoint
+        lies only on Kaggle and the job moves away from it; ValidationError for a spec the
+        other backend refuses (the API answers 422)."""
+        with self.db.transaction() as session:
+            owned = session.get(Job, job_id)
+            if owned is None or owned.user_id != user_id:
+                raise JobNotFound(job_id)
+        latest = self.store.resume_point(job_id)
+        with self.db.transaction() as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            if job.state != JobState.PAUSED.value or active_segment(session, job_id) is not None:
+                raise ActionConflict(
+                    f"job is {job.state}; pause it and let its session end before moving it"
+                )
+            spec = {key: value for key, value in job.spec.items() if key != "kaggle"}
+            spec["backend"] = backend
+            if backend == "kaggle":
+                spec["kaggle"] = kaggle if kaggle is not None else job.spec.get("kaggle")
+            validated = JobSpec.model_validate(spec).model_dump(mode="json")
+            if backend != "kaggle" and latest is not None:
+                kept = self.store.path(job_id, latest.segment_index)
+                if read_remote(kept) is not None:
+                    raise ActionConflict(
+                        f"the checkpoint at step {latest.step} was published inside Kaggle and "
+                        "is not on this machine: move jobs that use kaggle.transport "
+                        "'orchestrator' (or run without internet) off Kaggle"
+                    )
+            moved_from = job.backend
+            job.backend, job.spec, job.slot_key = backend, validated, None
+            step = latest.step if latest is not None else 0
+            record_event(
+                session,
+                job_id,
+                "moved",
+                message=f"moved from {moved_from} to {backend}; continues from step {step}",
+            )
         with self.db.transaction() as session:
             fresh = session.get(Job, job_id)
             assert fresh is not None
@@ -237,6 +286,11 @@ class Engine:
             )
 
     def _back_off(self, job: Job, backend: Backend, exc: Transient) -> None:
+        if isinstance(exc, Pending):
+            delay = max(exc.retry_after or 0.0, backend.poll_seconds)
+            log.info("job %s: %s; next look in %.1f s", job.id, exc, delay)
+            self._schedule(job.id, delay)
+            return
         errors = job.transient_errors + 1
         delay = backoff_seconds(errors, exc.retry_after, floor=backend.poll_seconds)
         log.warning("job %s: %s; next look in %.0f s", job.id, exc, delay)

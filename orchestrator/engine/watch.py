@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -138,8 +139,11 @@ def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> No
     reason = clip(collected.problem or (result.outcome if result else "no result")) or ""
     fields: dict[str, Any] = {"ended_at": ctx.clock(), "error": clip(collected.problem)}
     if result is not None:
-        timings = SessionTimings.measured(
+        measured = SessionTimings.measured(
             result.timings, collected.session_seconds, result.step_time_ema
+        )
+        timings = replace(
+            measured, transport=collected.transport, link_bytes=collected.link_bytes
         ).to_json()
         fields |= {"outcome": result.outcome, "timings": timings, "metrics": result.metrics}
     if committed:

@@ -82,6 +82,14 @@ class DatasetVersion:
         stage = int((now - self.created_at) / span * len(PROCESSING_STAGES))
         return PROCESSING_STAGES[min(max(stage, 0), len(PROCESSING_STAGES) - 1)]
 
+    def zipped(self) -> Path:
+        """The version as one .zip (what a whole-version download serves), made once."""
+        if not self.archive.exists():
+            tmp = self.archive.with_name(self.archive.name + ".tmp")
+            _zip_directory(self.directory, tmp)
+            tmp.replace(self.archive)
+        return self.archive
+
     def files(self) -> list[tuple[str, int]]:
         """(posix path relative to the version, size) for every file, sorted."""
         found = []
@@ -213,8 +221,9 @@ class DatasetRegistry:
         if sum(1 for p in directory.rglob("*") if p.is_file()) > MAX_FILES_PER_VERSION:
             shutil.rmtree(directory)
             raise ApiError(400, f"A dataset version holds at most {MAX_FILES_PER_VERSION} files")
+        # Zipped on the first whole-version download (`zipped`), not here: most versions Baton
+        # writes are only ever mounted, and deflating gigabytes on every upload is slow.
         archive = base / f"{number}.zip"
-        _zip_directory(directory, archive)
         version = DatasetVersion(
             number=number,
             created_at=now,

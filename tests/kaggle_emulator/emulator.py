@@ -16,6 +16,7 @@ from tests.kaggle_emulator.client import emulator_client
 from tests.kaggle_emulator.datasets import Dataset
 from tests.kaggle_emulator.faults import Faults
 from tests.kaggle_emulator.kernel_sessions import KernelSession
+from tests.kaggle_emulator.links import KAGGLE, ORCHESTRATOR, LinkCounters
 from tests.kaggle_emulator.options import EmulatorOptions
 from tests.kaggle_emulator.runner import SessionRunner, SupervisedRunner
 from tests.kaggle_emulator.server import EmulatorHTTPServer
@@ -44,6 +45,10 @@ class Emulator:
         self._server = EmulatorHTTPServer((options.host, options.port), self.state)
         self.port: int = self._server.server_address[1]
         self.url = f"http://localhost:{self.port}"
+        # Running kernels reach the API over Kaggle's own network: a port of their own, so that
+        # what crosses the orchestrator's link is counted apart (links.py).
+        self._inside = EmulatorHTTPServer((options.host, 0), self.state, KAGGLE)
+        self.state.inside_url = f"http://localhost:{self._inside.server_address[1]}"
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -52,6 +57,7 @@ class Emulator:
     def start(self) -> None:
         self._threads = [
             threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True),
+            threading.Thread(target=self._inside.serve_forever, args=(0.05,), daemon=True),
             threading.Thread(target=self._tick, daemon=True),
         ]
         for thread in self._threads:
@@ -64,8 +70,9 @@ class Emulator:
     def stop(self) -> None:
         """Stop serving and cancel every session still running, waiting for them to end."""
         self._stop.set()
-        self._server.shutdown()
-        self._server.server_close()
+        for server in (self._server, self._inside):
+            server.shutdown()
+            server.server_close()
         for thread in self._threads:
             thread.join(timeout=5)
         runner = self.state.kernels
@@ -170,6 +177,13 @@ class Emulator:
     def latest_session_id(self, kernel_ref: str) -> int:
         """The id CancelKernelSession takes, which Kaggle never tells its client."""
         return self.sessions(kernel_ref)[-1].id
+
+    def link_bytes(self, link: str = ORCHESTRATOR) -> int:
+        """Bytes uploaded plus downloaded over `link` so far ("orchestrator" or "kaggle")."""
+        return self.state.links.crossed(link)
+
+    def link_counters(self, link: str = ORCHESTRATOR) -> LinkCounters:
+        return self.state.links.counters[link]
 
     @property
     def internal_errors(self) -> list[str]:

@@ -103,6 +103,15 @@ class EmulatorOptions:
     # Kaggle accepts an upload and never finishes it (kaggle-api #284, #424; datasets.py).
     private_storage_bytes: int | None = None
 
+    # Links (links.py): bytes a second each way between Kaggle and the orchestrator's machine,
+    # and from a running kernel up to Kaggle's storage; None: free (no time charged). Every
+    # transferred byte is charged as `link_size_scale` bytes (a benchmark's stand-in sizes).
+    # COSTS below holds the public figures; tests scale them.
+    orchestrator_upload_bytes_per_second: float | None = None
+    orchestrator_download_bytes_per_second: float | None = None
+    session_upload_bytes_per_second: float | None = None
+    link_size_scale: float = 1.0
+
     def __post_init__(self) -> None:
         if self.mount_layout not in ("flat", "datasets", "versioned"):
             raise ValueError("mount_layout must be flat, datasets or versioned")
@@ -110,3 +119,34 @@ class EmulatorOptions:
             raise ValueError("kernel_mount_layout must be notebooks or flat")
         if self.gpu_overflow not in ("reject", "queue"):
             raise ValueError(f"gpu_overflow must be 'reject' or 'queue', not {self.gpu_overflow!r}")
+
+
+# The figures a real account meets (docs/kaggle-emulator.md, "Costs", says where each is from).
+MB = 10**6
+COSTS = {
+    # A 100 Mbit/s home line, both ways (the issue's example; upload is often slower).
+    "orchestrator_upload_bytes_per_second": 12.5 * MB,
+    "orchestrator_download_bytes_per_second": 12.5 * MB,
+    # A kernel writing to Kaggle's own storage inside Google's network (an assumption: no public
+    # measurement found; 50 MB/s is a conservative in-cloud figure).
+    "session_upload_bytes_per_second": 50 * MB,
+    # Kaggle copies, unpacks and indexes a new version (an assumption; 60 s + 100 MB/s).
+    "dataset_processing_seconds": 60.0,
+    "dataset_bytes_per_second": 100 * MB,
+    # Private datasets: "over 100 GB" per user (Developing Kaggle Notebooks, 2023, ch. 1).
+    "private_storage_bytes": 100 * 10**9,
+    "working_bytes_cap": 20 * 10**9,
+}
+
+
+def scaled_costs(time_factor: float) -> dict[str, float | int]:
+    """COSTS with every duration divided by `time_factor` (rates multiplied); sizes kept."""
+    scaled: dict[str, float | int] = {}
+    for name, value in COSTS.items():
+        if name.endswith("bytes_per_second"):
+            scaled[name] = value * time_factor
+        elif name.endswith("_seconds"):
+            scaled[name] = value / time_factor
+        else:
+            scaled[name] = value
+    return scaled

@@ -75,7 +75,10 @@ class SupervisedRunner:
         (root / "input").mkdir(parents=True, exist_ok=True)
         values_file = write_values(root, session.kernel_id, secrets)
         for mount in session.mounts:
-            shutil.copytree(mount.source, root / "input" / mount.name, dirs_exist_ok=True)
+            # Hard links: Kaggle mounts inputs read-only, without a copy on the session's disk.
+            shutil.copytree(
+                mount.source, root / "input" / mount.name, dirs_exist_ok=True, copy_function=_link
+            )
         working = root / WORKING_DIR
         working.mkdir(exist_ok=True)
         (working / SCRIPT_NAME).write_text(session.script)
@@ -136,3 +139,10 @@ class SupervisedRunner:
             return False
         sessions.cancel_session(session.root)
         return True
+
+
+def _link(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)

@@ -20,6 +20,7 @@ from tests.kaggle_emulator.auth import authenticate
 from tests.kaggle_emulator.calls import RateLimited
 from tests.kaggle_emulator.errors import ApiError
 from tests.kaggle_emulator.faults import FaultKind
+from tests.kaggle_emulator.links import ORCHESTRATOR
 from tests.kaggle_emulator.routes import ROUTES
 from tests.kaggle_emulator.routes.responses import Redirect
 from tests.kaggle_emulator.state import CallContext, EmulatorState
@@ -29,8 +30,12 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], state: EmulatorState) -> None:
+    def __init__(
+        self, address: tuple[str, int], state: EmulatorState, link: str = ORCHESTRATOR
+    ) -> None:
         self.state = state
+        # Which link its callers reach Kaggle over (links.py): the orchestrator's, or a kernel's.
+        self.link = link
         super().__init__(address, _Handler)
 
 
@@ -168,6 +173,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None:
             self._fail_before(fault, transfer=True)
             return
+        self.state.links.charge(self.server.link, "up", len(body))
         result = self.state.blobs.put(parts[2], body, self.headers.get("Content-Range"))
         self._send(result.status, b"", "text/plain", result.headers)
 
@@ -190,6 +196,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"code": 404, "message": "Not found"})
             return
         stat = path.stat()
+        self.state.links.charge(self.server.link, "down", stat.st_size)
         headers = {"Last-Modified": wire.http_date(stat.st_mtime)}
         self._send(200, path.read_bytes(), "application/octet-stream", headers)
 
@@ -215,7 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         version = dataset.versions[number - 1]
         if parts[4:] == ["archive.zip"]:
-            return version.archive
+            return version.zipped()
         wanted = "/".join(parts[5:])
         if parts[4] == "files" and wanted in {p for p, _ in version.files()}:
             return version.directory / wanted

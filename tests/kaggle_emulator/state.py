@@ -15,6 +15,7 @@ from tests.kaggle_emulator.datasets import DatasetRegistry, DatasetTiming
 from tests.kaggle_emulator.faults import Faults
 from tests.kaggle_emulator.first_contact import FirstContact
 from tests.kaggle_emulator.kernels import KernelLimits, KernelRegistry
+from tests.kaggle_emulator.links import KAGGLE, ORCHESTRATOR, Links
 from tests.kaggle_emulator.options import EmulatorOptions
 from tests.kaggle_emulator.quota import QuotaWeek
 from tests.kaggle_emulator.runner import SessionRunner
@@ -55,13 +56,28 @@ class EmulatorState:
             DatasetTiming(
                 options.dataset_processing_seconds,
                 options.dataset_not_found_seconds,
-                options.dataset_bytes_per_second,
+                # Processing is charged for the stand-in size too (`link_size_scale`).
+                options.dataset_bytes_per_second / options.link_size_scale
+                if options.dataset_bytes_per_second
+                else None,
             ),
             options.unpack_archives,
             self.faults.take_dataset_outcome,
             options.private_storage_bytes,
         )
         self.secrets = UserSecrets()
+        self.links = Links(
+            {
+                ORCHESTRATOR: {
+                    "up": options.orchestrator_upload_bytes_per_second,
+                    "down": options.orchestrator_download_bytes_per_second,
+                },
+                KAGGLE: {"up": options.session_upload_bytes_per_second, "down": None},
+            },
+            options.link_size_scale,
+        )
+        # Where a running kernel reaches the API (its own link); set by the emulator at start.
+        self.inside_url: str | None = None
         for user, values in options.user_secrets.items():
             for label, value in values.items():
                 self.secrets.set(user, label, value)

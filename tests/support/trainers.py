@@ -19,6 +19,9 @@ Config keys (all optional):
     hang_at_step: int               block forever when this step begins (a hung collective or
                                     dataloader); with hang_rank, only on that rank
     load_gate: str                  absolute path: setup waits until it exists (tests.support.gates)
+    random_state_bytes: int         ballast of this many random bytes drawn from the seed and
+                                    the step in the saved state: a checkpoint that does not
+                                    compress, as large as a real model's
     nan_from_step: int              the loss is NaN from this step on, counted from 1 as the
                                     step log counts (the weights go NaN with it); with
                                     fault_marker, armed for the whole of one segment only
@@ -101,6 +104,10 @@ class LinearTrainer(Trainer):
         if self.ctx.config.get("state_bytes"):
             # Ballast: a state as large as a real model's, to exercise size-based estimates.
             state["ballast"] = torch.zeros(int(self.ctx.config["state_bytes"]), dtype=torch.uint8)
+        if self.ctx.config.get("random_state_bytes"):
+            size = int(self.ctx.config["random_state_bytes"])
+            drawn = torch.Generator().manual_seed(self.ctx.seed * 1_000_003 + self.sampler.position)
+            state["noise"] = torch.randint(0, 256, (size,), dtype=torch.uint8, generator=drawn)
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

@@ -19,6 +19,12 @@ class Transient(BackendError):
         self.retry_after = retry_after
 
 
+class Pending(Transient):
+    """Nothing failed: the backend is still working on it (Kaggle processing a new dataset
+    version). The engine looks again at the backend's poll interval (or `retry_after`), not
+    after a back-off that grows with each look."""
+
+
 class Rejected(BackendError):
     """Final for this launch or session: the backend refused, with the reason."""
 

@@ -31,8 +31,8 @@ from worker.kaggle_access.successor import checkpoint_source, quota_left, succes
 SECRET_LABEL = "BATON_KAGGLE_KEY"
 # Publishing retries are spaced (Kaggle rate-limits): from the first delay, doubling to the cap,
 # or as long as a 429's Retry-After asks.
-_RETRY_SECONDS = 2.0
-_RETRY_CAP_SECONDS = 30.0
+RETRY_SECONDS = 2.0
+RETRY_CAP_SECONDS = 30.0
 
 log = logging.getLogger("worker.kaggle.chain")
 
@@ -47,7 +47,7 @@ def secret_key() -> str | None:
 def _publish(
     dataset: CheckpointDataset, expect: CheckpointRef, working: Path, give_up_at: float
 ) -> PublishedCheckpoint | None:
-    delay = _RETRY_SECONDS
+    delay = RETRY_SECONDS
     while time.time() < give_up_at:
         try:
             return dataset.ensure_published(expect, working / CHECKPOINT_DIR, working / RESULT_FILE)
@@ -55,7 +55,7 @@ def _publish(
             log.info("publishing: %s", exc)
             wait = max(delay, exc.retry_after or 0.0)
             time.sleep(max(0.0, min(wait, give_up_at - time.time())))
-            delay = min(delay * 2, _RETRY_CAP_SECONDS)
+            delay = min(delay * 2, RETRY_CAP_SECONDS)
     log.warning("the checkpoint was not ready to mount in time; the orchestrator chains")
     return None
 

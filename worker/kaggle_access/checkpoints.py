@@ -16,7 +16,7 @@ import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from kagglesdk import KaggleClient
 from kagglesdk.datasets.types.dataset_api_service import (
@@ -28,7 +28,7 @@ from kagglesdk.datasets.types.dataset_api_service import (
 )
 
 from worker.boundary.contract import CheckpointRef
-from worker.boundary.errors import Rejected, Transient
+from worker.boundary.errors import Pending, Rejected, Transient
 from worker.boundary.manifest import CorruptCheckpoint, sha256_file, verify_checkpoint
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound
@@ -56,7 +56,7 @@ class DatasetExists(Transient):
     """A create found the job's dataset there already (an earlier create took effect)."""
 
 
-class StillProcessing(Transient):
+class StillProcessing(Pending):
     """A version Baton uploaded is visible and not READY yet."""
 
 
@@ -164,7 +164,7 @@ class CheckpointDataset:
             # A create whose answer was lost or a 500 may have taken effect: wait for it too.
             bound = VISIBLE_WITHIN_SECONDS if dataset is None else PROCESSING_WITHIN_SECONDS
             if waited <= bound:
-                raise Transient(f"{name} was uploaded to {self.ref}; not READY yet")
+                raise Pending(f"{name} was uploaded to {self.ref}; not READY yet")
             if confirmed or uploads >= MAX_UPLOADS:
                 raise Rejected(storage_full_reason(self.ref, name, waited / 60))
             # Unanswered and still not there after the wait: it never took effect. Send again.
@@ -194,7 +194,12 @@ class CheckpointDataset:
             marker.write_text(json.dumps(state | {"confirmed": True, "created": True}))
             raise
         marker.write_text(json.dumps(state | {"confirmed": True}))
-        raise Transient(f"published {name} to {self.ref}; waiting for processing")
+        raise Pending(f"published {name} to {self.ref}; waiting for processing")
+
+    def upload_confirmed(self, name: str) -> bool:
+        """Whether Kaggle answered the upload of archive `name` (it then processes it itself)."""
+        uploads, _, _, confirmed = _read_marker(self.staging / f"{name}.uploaded")
+        return uploads > 0 and confirmed
 
     def _failed(self, dataset: ApiDataset | None, name: str, created: bool) -> bool:
         """Whether the newest version carrying `name` ended FAILED or DELETED. A dataset's first
@@ -259,6 +264,21 @@ class CheckpointDataset:
             if any(layout.items() <= files.items() for layout in layouts):
                 return PublishedCheckpoint(version.version_number, name)
         return None
+
+    def files(self, version: int) -> dict[str, int]:
+        """Every file of a READY version, path -> bytes (Kaggle's own listing)."""
+        return self._files(version)
+
+    def download_file(self, version: int, name: str, target: Path) -> Path:
+        """One file of a version into `target` (a folder); its path there."""
+        target.mkdir(parents=True, exist_ok=True)
+        self.account.transfer(
+            "dataset_download_file",
+            lambda api: api.dataset_download_file(
+                f"{self.ref}/{version}", name, path=str(target), force=True, quiet=True
+            ),
+        )
+        return target / PurePosixPath(name).name
 
     def _files(self, version: int) -> dict[str, int]:
         files: dict[str, int] = {}
@@ -330,7 +350,7 @@ class CheckpointDataset:
             if notes.startswith(version_notes(prefix)) and status != READY:
                 if status in _LOST:
                     continue
-                raise Transient(f"{self.ref} v{version.version_number} is {status or 'processing'}")
+                raise Pending(f"{self.ref} v{version.version_number} is {status or 'processing'}")
             if status != READY:
                 continue
             files = self._files(version.version_number)

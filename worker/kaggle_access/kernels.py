@@ -191,25 +191,32 @@ class JobKernel:
         name = getattr(response.status, "name", str(response.status))
         return _STATUS.get(name, KernelStatus.RUNNING), response.failure_message or ""
 
-    def download_output(self, target: Path, version: int | None) -> None:
-        """Every output file of one version, and its log as `<slug>.log`, into `target`."""
+    def download_output(
+        self, target: Path, version: int | None, skip: Callable[[set[str], str], bool] | None = None
+    ) -> int:
+        """Every output file of one version, and its log as `<slug>.log`, into `target`; the
+        bytes fetched. `skip(names, name)`: leave `name` out, knowing every name listed."""
         target.mkdir(parents=True, exist_ok=True)
-        token = ""
+        token, listed = "", dict[str, str]()
         while True:
             request = ApiListKernelSessionOutputRequest()
             request.user_name, request.kernel_slug = self.owner, self.slug
             request.version_label = version_label(version)
             request.page_size, request.page_token = _OUTPUT_PAGE, token or None
             page = self.account.call("ListKernelSessionOutput", _list_output(request))
-            for item in page.files or []:
-                self._fetch_file(item.url, target, item.file_name)
+            listed |= {item.file_name: item.url for item in page.files or []}
             if page.log and not token:
                 (target / f"{self.slug}.log").write_text(page.log)
             token = page.next_page_token or ""
             if not token:
-                return
+                break
+        fetched = 0
+        for name, url in listed.items():
+            if skip is None or not skip(set(listed), name):
+                fetched += self._fetch_file(url, target, name)
+        return fetched
 
-    def _fetch_file(self, url: str, target: Path, name: str) -> None:
+    def _fetch_file(self, url: str, target: Path, name: str) -> int:
         relative = PurePosixPath(name)
         if relative.is_absolute() or ".." in relative.parts:
             raise Rejected(f"the kernel output names an unsafe path {name!r}")
@@ -226,6 +233,7 @@ class JobKernel:
                         out.write(chunk)
 
         self.account.fetch(f"output file {name}", fetch)
+        return path.stat().st_size
 
 
 def _list_output(

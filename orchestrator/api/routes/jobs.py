@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Query, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from orchestrator import queries, webhooks
 from orchestrator.api.deps import ID_PATTERN, MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
@@ -23,6 +23,7 @@ from orchestrator.wire import (
     JobList,
     JobOut,
     MetricPoint,
+    MoveIn,
     SegmentOut,
 )
 
@@ -201,6 +202,40 @@ def pause_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut
 def resume_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOut:
     """Resume a paused job, or retry a failed one from its last checkpoint."""
     return _act(job_id, user, services, UserAction.RESUME)
+
+
+@router.post(
+    "/{job_id}/move",
+    response_model=JobOut,
+    responses=_NOT_FOUND | _CONFLICT | {200: {"links": _JOB_LINKS}},
+)
+def move_job(job_id: JobId, body: MoveIn, user: CurrentUser, services: ServicesDep) -> JobOut:
+    """Move a paused job to another backend; resume it to continue there from its newest
+    checkpoint (409 unless paused with no session running, or when that checkpoint lies only
+    on Kaggle and the job leaves it; 422 for options the other backend refuses)."""
+    with services.db.transaction() as session:
+        queries.own_job(session, user.id, job_id)
+        configured = session.get(KaggleCredential, user.id) is not None
+    if body.backend == "kaggle" and not configured:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("body", "backend"),
+                    "msg": "store your Kaggle credentials first: PUT /api/v1/credentials/kaggle",
+                    "type": "value_error",
+                }
+            ]
+        )
+    try:
+        services.engine.move(user.id, job_id, body.backend, body.kaggle)
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
+        ) from exc
+    with services.db.transaction() as session:
+        return queries.get_job(
+            session, user.id, job_id, kaggle_quota=services.quota_seen.plan(user.id)
+        )
 
 
 @router.get("/{job_id}/segments", response_model=list[SegmentOut], responses=_NOT_FOUND)

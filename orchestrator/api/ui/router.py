@@ -246,6 +246,9 @@ def _job_context(services: ServicesDep, viewer: SignedIn, job_id: str) -> dict[s
         "phases": charts.PHASES,
         "loss": charts.loss_curve(metrics, segments, job.total_steps),
         "checkpoints": list(reversed(checkpoints)),
+        # How each segment's checkpoint reached the next session, and the bytes it put
+        # through the orchestrator's link (issue 18).
+        "handoffs": {seg.index: seg.timings for seg in segments if seg.timings},
         "events": list(reversed(events))[:100],
         "actions": ACTIONS.get(JobState(job.state), ()),
         "finished": job.state in FINISHED,

@@ -36,6 +36,7 @@ from orchestrator.backends.kaggle.findings import (
     KeptCheckpoints,
     RunningSince,
 )
+from orchestrator.backends.kaggle.handoff import check_published
 from orchestrator.backends.kaggle.packaging import code_archive
 from orchestrator.backends.log_tail import read_tail
 from orchestrator.spec import MIN_SESSION_SECONDS, Accelerator, KaggleSpec
@@ -44,7 +45,16 @@ from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult
 from worker.boundary.errors import AccountRefused
 from worker.boundary.launch_id import LaunchId
 from worker.boundary.manifest import CorruptCheckpoint, read_manifest, verify_checkpoint
-from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
+from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
+from worker.boundary.transport import (
+    KERNEL,
+    ORCHESTRATOR,
+    PUBLISH_FILE,
+    Published,
+    read_remote,
+    verify_stored,
+    write_stub,
+)
 from worker.control import Command
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
 from worker.kaggle_access.client import KaggleAccount, KaggleServerError
@@ -189,8 +199,7 @@ class KaggleBackend:
         if spec.expect is not None:
             if request.resume_from is None:
                 raise Transient("the checkpoint to resume from is not collected yet")
-            dataset = self._dataset_for(spec.job_id, spec.expect.segment_index)
-            published = dataset.ensure_published(spec.expect, request.resume_from)
+            dataset, published = self._resume_source(spec.expect, request.resume_from)
             self._retain(dataset)
             push = replace(
                 push,
@@ -209,6 +218,10 @@ class KaggleBackend:
             kernel_options = self._kernel_options(push, dataset.slug)
             if checkpoint_file is not None:
                 kernel_options["checkpoint_file"] = checkpoint_file
+            if self.options.kernel_transport:
+                # The session publishes its checkpoint itself (worker/kaggle_access/publish.py).
+                kernel_options["username"] = self.account.username
+                kernel_options["publish_dataset"] = checkpoint_slug(spec.job_id, spec.segment_index)
             return kernel_source(request.launch_id, spec, kernel_options, code)
 
         pushed = self._push(source, push)
@@ -251,6 +264,22 @@ class KaggleBackend:
             f"Kaggle answered 'Notebook not found' for {MAX_FRESH_SLUGS} fresh kernel slugs in a "
             f"row (the last {self.kernel.ref}); check the account on kaggle.com"
         )
+
+    def _resume_source(
+        self, expect: CheckpointRef, stored: Path
+    ) -> tuple[CheckpointDataset, PublishedCheckpoint]:
+        """The dataset version the segment mounts: the one its predecessor published itself
+        (the store holds a stub naming it), or the stored checkpoint, published now."""
+        try:
+            remote = read_remote(stored)
+        except CorruptCheckpoint as exc:
+            raise Rejected(f"the stored checkpoint's record is unusable: {exc}") from exc
+        if remote is not None:
+            slug = remote.dataset_ref.partition("/")[2]
+            dataset = CheckpointDataset(self.account, slug, self.workdir / "publish")
+            return dataset, PublishedCheckpoint(remote.version, remote.archive)
+        dataset = self._dataset_for(expect.job_id, expect.segment_index)
+        return dataset, dataset.ensure_published(expect, stored)
 
     def _dataset_for(self, job_id: str, segment_index: int) -> CheckpointDataset:
         """Where the checkpoint of `segment_index` is published: a dataset of its own, so that
@@ -405,8 +434,9 @@ class KaggleBackend:
     def collect(self, handle: str, store: Path) -> Collected:
         decoded = KaggleHandle.decode(handle)
         staging = self.workdir / "output" / store.name
+        fetched = 0
         if not store.exists():
-            problem = self._fetch(decoded, staging)
+            problem, fetched = self._fetch(decoded, staging)
             if problem is not None:
                 return Collected(None, None, None, None, problem)
         try:
@@ -425,46 +455,92 @@ class KaggleBackend:
         if not result.committed:
             return Collected(result, None, None, None, result.error or result.outcome)
         expect = CheckpointRef(result.job_id, result.segment_index, result.end_step)
+        transport = ORCHESTRATOR
         try:
+            if not store.exists() and (staging / PUBLISH_FILE).is_file():
+                adopted, fetched = self._adopt_published(decoded, staging, store, expect, fetched)
+                if adopted is not None:
+                    transport = KERNEL
+                    result = _with_publish_time(result, adopted.seconds)
             if not store.exists():
                 self._take_checkpoint(staging / CHECKPOINT_DIR, store, expect)
-            manifest = verify_checkpoint(store, expect)
+            manifest = verify_stored(store, expect)
         except CorruptCheckpoint as exc:
             return Collected(result, None, None, None, f"checkpoint rejected: {exc}")
         if result.outcome == Outcome.COMPLETED:
             self._release_finished_job()
-        return Collected(result, manifest, store, None, None)
+        moved = fetched
+        if transport == ORCHESTRATOR and result.outcome != Outcome.COMPLETED:
+            # ...and the next launch uploads the same checkpoint again.
+            moved += manifest.total_bytes
+        return Collected(result, manifest, store, None, None, transport, moved)
 
-    def _fetch(self, handle: KaggleHandle, staging: Path) -> str | None:
-        """The segment's result and checkpoint into `staging`; a reason when there are none.
+    def _fetch(self, handle: KaggleHandle, staging: Path) -> tuple[str | None, int]:
+        """The segment's result and checkpoint into `staging`; a reason when there are none, and
+        the bytes downloaded.
 
         A self-chaining segment published both in the checkpoint dataset, the only place left
-        once its successor's version has replaced its output.
+        once its successor's version has replaced its output. A segment that published its own
+        checkpoint leaves it out of what is downloaded (`_lean`).
         """
         if self.options.self_chain:
             version = self.dataset.find_segment(handle.segment_index)
             if version is not None:
                 self.dataset.download_segment(version, handle.segment_index, staging)
-                return None
+                return None, _tree_bytes(staging)
             if self._superseded(handle):
-                return "the segment's output was replaced by a later version and not published"
-        return self._download(staging, self._kernel_of(handle), handle.version)
+                return "the segment's output was replaced by a later version and not published", 0
+        skip = _lean if self.options.kernel_transport else None
+        return self._download(staging, self._kernel_of(handle), handle.version, skip)
 
-    def _download(self, staging: Path, kernel: JobKernel, version: int | None) -> str | None:
+    def _download(
+        self,
+        staging: Path,
+        kernel: JobKernel,
+        version: int | None,
+        skip: Callable[[set[str], str], bool] | None = None,
+    ) -> tuple[str | None, int]:
         """Fetch one version's output into `staging`; a reason when there is none to use."""
         status, message = kernel.status(version)
         shutil.rmtree(staging, ignore_errors=True)
-        kernel.download_output(staging, version)
+        fetched = kernel.download_output(staging, version, skip)
         if (staging / RESULT_FILE).exists():
-            return None
+            return None, fetched
         if (staging / CHECKPOINT_DIR).is_dir():
             # A session cut at its limit ends CANCEL_ACKNOWLEDGED and keeps its partial output
             # (issue 17): a checkpoint committed before the cut is committed work; collect
             # verifies it.
-            return None
+            return None, fetched
         if status is KernelStatus.CANCELLED:
-            return "the kernel session was cancelled; its output is lost"
-        return f"the kernel left no {RESULT_FILE} ({status}: {message or 'no output'})"
+            return "the kernel session was cancelled; its output is lost", fetched
+        return f"the kernel left no {RESULT_FILE} ({status}: {message or 'no output'})", fetched
+
+    def _adopt_published(
+        self,
+        handle: KaggleHandle,
+        staging: Path,
+        store: Path,
+        expect: CheckpointRef,
+        fetched: int,
+    ) -> tuple[Published | None, int]:
+        """Keep a stub of the checkpoint the session published, once the copy on Kaggle checks
+        out (`check_published`); where it does not, download the output's own copy instead
+        (today's path). Transient while Kaggle still processes the version."""
+        checkpoint = staging / CHECKPOINT_DIR
+        try:
+            published = Published.read(staging / PUBLISH_FILE)
+            dataset = CheckpointDataset(
+                self.account, published.dataset_slug, self.workdir / "publish"
+            )
+            copy, sampled = check_published(dataset, published, checkpoint, expect, staging)
+        except CorruptCheckpoint as exc:
+            log.warning("published checkpoint unusable (%s); fetching the output's copy", exc)
+            problem, more = self._download(staging, self._kernel_of(handle), handle.version)
+            if problem is not None:
+                raise CorruptCheckpoint(problem) from exc
+            return None, fetched + more
+        write_stub(store, checkpoint / MANIFEST_FILE, copy)
+        return published, fetched + sampled
 
     def _take_checkpoint(self, source: Path, store: Path, expect: CheckpointRef) -> None:
         # Beside the staging folder, not in it: every fetch starts by emptying the staging folder.
@@ -558,6 +634,25 @@ class KaggleBackend:
 
 def _seconds(duration: timedelta | None) -> float:
     return duration.total_seconds() if duration is not None else 0.0
+
+
+def _lean(listed: set[str], name: str) -> bool:
+    """Leave out the checkpoint's files where the session published it (all but its manifest):
+    the orchestrator checks the published copy instead of downloading this one."""
+    return (
+        PUBLISH_FILE in listed
+        and name.startswith(f"{CHECKPOINT_DIR}/")
+        and name != f"{CHECKPOINT_DIR}/{MANIFEST_FILE}"
+    )
+
+
+def _tree_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def _with_publish_time(result: SegmentResult, seconds: float) -> SegmentResult:
+    """The session's time spent publishing counts as its upload (the planner's margin)."""
+    return replace(result, timings=replace(result.timings, upload=seconds))
 
 
 def _cut_result(staging: Path, handle: KaggleHandle) -> SegmentResult | None:

@@ -41,7 +41,9 @@ def _push_request(body: Body) -> PushRequest:
 
 
 def save_kernel(state: EmulatorState, ctx: CallContext, body: Body) -> Reply:
-    result = state.kernels.push(_push_request(body), ctx.user, ctx.now, ctx.base_url)
+    result = state.kernels.push(
+        _push_request(body), ctx.user, ctx.now, state.inside_url or ctx.base_url
+    )
     if result.error or result.kernel is None or result.session is None:
         return {"error": result.error or "The kernel could not be saved"}
     kernel, session = result.kernel, result.session

@@ -16,6 +16,7 @@ from orchestrator.models import Checkpoint
 from tests.support.clock import ManualClock
 from tests.support.engine_runs import fake_engine, job_and_segments, submit_jobs, tick
 from tests.support.fake_backend import FakeBackend, uninterrupted_digest
+from worker.boundary.errors import Pending
 
 
 @pytest.fixture
@@ -159,7 +160,7 @@ class TroubleForOneJob(FakeBackend):
         return super().status(handle)
 
 
-@pytest.mark.parametrize("error", [ValueError, Transient, Rejected, TimeoutError])
+@pytest.mark.parametrize("error", [ValueError, Transient, Pending, Rejected, TimeoutError])
 def test_one_jobs_errors_do_not_hold_up_the_others(
     db: Database, tmp_path: Path, error: type[Exception]
 ) -> None:
@@ -181,7 +182,11 @@ def test_one_jobs_errors_do_not_hold_up_the_others(
         assert _final_digest(db, job_id) == uninterrupted_digest(30)
     job, segments = job_and_segments(db, troubled)
     assert not [s for s in segments if s.state in ACTIVE_SEGMENT_STATES and s.handle]
-    if error is Transient or error is TimeoutError:
+    if error is Pending:
+        # Kaggle still processing: looked at every poll, never counted as an error.
+        assert job.state == "running"
+        assert job.transient_errors == 0
+    elif error is Transient or error is TimeoutError:
         assert job.state == "running"  # waits with backoff, launching nothing
         assert job.transient_errors > 0
     else:

@@ -1,0 +1,142 @@
+"""`python -m benchmarks.kaggle_handoff`: moving real-size checkpoints between Kaggle sessions.
+
+For each checkpoint size (default 0.15, 2 and 7 GB) and each transport (today's path through the
+orchestrator, and the in-kernel default), one job of two sessions runs on the Kaggle API
+emulator through Baton's engine and the official client, in one run, side by side. The emulator
+charges the public figures of `tests/kaggle_emulator/options.COSTS` (docs/kaggle-emulator.md,
+"Costs"): a 100 Mbit/s orchestrator line, 50 MB/s from a kernel to Kaggle's storage, version
+processing of 60 s + 100 MB/s, with every duration divided by `--time-factor` (default 100).
+No gigabytes are written: each checkpoint holds `size / --size-scale` random bytes (default
+1000: 7 GB is 7 MB on disk), and the emulator charges every byte it moves or processes as
+`--size-scale` bytes. Counted bytes are scaled back up to the size they stand for.
+
+Figures per size and transport:
+- gap: from the end of session 0 to the next session's first step (emulator session end; the
+  next session's start plus its worker's start-up and load), in the scaled run's seconds; "to
+  push": to the next session's start (without its Python and torch start-up, which no transport
+  changes); and the seconds the emulator charged on the orchestrator's link, at real scale;
+- bytes through the orchestrator's link for the boundary (recorded per segment; scaled back up,
+  and as counted: in-kernel they are the output's metadata files, which do not grow with the
+  checkpoint, so the scaled figure overstates them by the size scale);
+- the share of session 0 spent publishing (the in-kernel transport's upload; 0 for today's path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends.kaggle.backend import kernel_slug
+from tests.factories import kaggle_spec, make_settings, running_api, wait_finished
+from tests.kaggle_emulator import start_emulator
+from tests.kaggle_emulator.options import scaled_costs
+from worker.kaggle_access.chaining import SECRET_LABEL
+
+GB = 10**9
+STEPS = 4
+
+
+def run_one(
+    root: Path, size: float, transport: str, time_factor: float, size_scale: float
+) -> dict[str, Any]:
+    costs = scaled_costs(time_factor)
+    costs.pop("working_bytes_cap")
+    real_bytes = max(int(size / size_scale), 1)
+    spec = kaggle_spec(
+        {
+            "enable_internet": True,
+            "transport": transport,
+            "chain_reserve_seconds": 10.0,
+            "keep_versions": 1,
+        },
+        total_steps=2 * STEPS,
+        config={"step_sleep": 0.01, "stop_every_steps": STEPS, "random_state_bytes": real_bytes},
+        session={"limit_seconds": 300, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+    )
+    with start_emulator(
+        root / "kaggle", queue_seconds=0.2, link_size_scale=size_scale, **costs
+    ) as emulator:
+        settings = make_settings(root / "data")
+        with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
+            api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+            job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
+        kernel = f"alice/{kernel_slug(job_id)}"
+        emulator.set_secret("alice", SECRET_LABEL, "alice-key")
+        emulator.attach_secret(kernel, SECRET_LABEL)
+        with running_api(settings, kaggle_url=emulator.url) as api:
+            job = wait_finished(api, job_id, timeout=900)
+            segments = api.get(f"/api/v1/jobs/{job_id}/segments").json()
+        sessions = emulator.sessions(kernel)
+        charged = sum(emulator.link_counters(link).seconds_charged for link in ("orchestrator",))
+    if job["state"] != "succeeded" or len(sessions) < 2:
+        raise SystemExit(f"{size / GB:g} GB over {transport}: the job did not chain: {job}")
+    first, second = sessions[0], sessions[1]
+    assert first.ended_at is not None
+    assert second.started_at is not None
+    timings = segments[1]["timings"] or {}
+    first_step = second.started_at + (timings.get("startup") or 0) + (timings.get("load") or 0)
+    boundary = segments[0]["timings"] or {}
+    session_seconds = first.ended_at - first.started_at if first.started_at else 0.0
+    return {
+        "size_gb": size / GB,
+        "transport": boundary.get("transport"),
+        "gap_seconds": first_step - first.ended_at,
+        "push_gap_seconds": second.started_at - first.ended_at,
+        "orchestrator_link_seconds_real": charged * time_factor,
+        "orchestrator_bytes": int((boundary.get("link_bytes") or 0) * size_scale),
+        # Unscaled: in-kernel, what crosses is metadata that does not grow with the checkpoint.
+        "orchestrator_bytes_real": int(boundary.get("link_bytes") or 0),
+        "publish_share": (boundary.get("upload") or 0.0) / session_seconds
+        if session_seconds
+        else 0.0,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.kaggle_handoff")
+    parser.add_argument("--sizes", default="0.15,2,7", help="checkpoint sizes in GB")
+    parser.add_argument("--time-factor", type=float, default=100.0)
+    parser.add_argument("--size-scale", type=float, default=1000.0)
+    parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
+    args = parser.parse_args()
+    rows = []
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="baton-handoff-") as tmp:
+        for size in (float(s) * GB for s in args.sizes.split(",")):
+            for transport in ("orchestrator", "kernel"):
+                root = Path(tmp) / f"{size:g}-{transport}"
+                rows.append(run_one(root, size, transport, args.time_factor, args.size_scale))
+    print(
+        f"time factor {args.time_factor:g}, size scale {args.size_scale:g} "
+        f"({time.monotonic() - started:.0f} s wall)"
+    )
+    print(
+        f"{'size':>6} {'transport':>12} {'gap s':>7} {'to push s':>9} "
+        f"{'link s (real)':>13} {'bytes via Baton':>16} {'(real bytes)':>12} {'publish share':>13}"
+    )
+    for row in rows:
+        print(
+            f"{row['size_gb']:>5g}G {row['transport']:>12} {row['gap_seconds']:>7.2f} "
+            f"{row['push_gap_seconds']:>9.2f} {row['orchestrator_link_seconds_real']:>13.0f} "
+            f"{row['orchestrator_bytes']:>16,} {row['orchestrator_bytes_real']:>12,} "
+            f"{row['publish_share']:>13.1%}"
+        )
+    for size in sorted({row["size_gb"] for row in rows}):
+        pair = {row["transport"]: row for row in rows if row["size_gb"] == size}
+        if {"orchestrator", "kernel"} <= set(pair):
+            ratio = pair["kernel"]["gap_seconds"] / pair["orchestrator"]["gap_seconds"]
+            push = pair["kernel"]["push_gap_seconds"] / pair["orchestrator"]["push_gap_seconds"]
+            print(
+                f"{size:>5g}G: the in-kernel gap is {ratio:.0%} of today's "
+                f"(to the next push: {push:.0%})"
+            )
+    if args.out is not None:
+        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()

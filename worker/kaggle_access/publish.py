@@ -1,0 +1,71 @@
+"""The in-kernel transport: the session publishes its own checkpoint before it exits.
+
+With internet on and the user's key attached as a Kaggle Secret (what self-chaining needs too),
+the kernel uploads its committed checkpoint as the dataset the orchestrator named for it
+(`publish_dataset`, one per checkpoint, so retention can delete old ones), through the official
+client, and writes `publish.json` into its output. It stops once Kaggle has accepted the upload:
+processing goes on after the session, and the orchestrator waits for it, so no session time is
+spent waiting. The checkpoint stays in the output too: whatever goes wrong here (no Secret, a
+refusal, the deadline), the orchestrator falls back to downloading it, today's path.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from worker.boundary.contract import CheckpointRef, SegmentResult
+from worker.boundary.errors import Rejected, Transient
+from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
+from worker.boundary.transport import PUBLISH_FILE, Published
+from worker.kaggle_access.chaining import RETRY_CAP_SECONDS, RETRY_SECONDS, secret_key
+from worker.kaggle_access.checkpoints import CheckpointDataset, archive_name
+from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, production_client
+
+log = logging.getLogger("worker.kaggle.publish")
+
+
+def publish_checkpoint(options: dict[str, Any], working: Path, deadline: float) -> bool:
+    """Upload the committed checkpoint; True once Kaggle accepted it and publish.json says so."""
+    result = SegmentResult.read(working / RESULT_FILE)
+    if not result.committed:
+        return False
+    key = secret_key()
+    if key is None:
+        return False
+    started = time.time()
+    expect = CheckpointRef(result.job_id, result.segment_index, result.end_step)
+    checkpoint = working / CHECKPOINT_DIR
+    name = archive_name(expect, checkpoint)
+    account = KaggleAccount(options["username"], key, production_client)
+    staging = Path(tempfile.mkdtemp(prefix="baton-publish-"))
+    dataset = CheckpointDataset(account, options["publish_dataset"], staging)
+    delay = RETRY_SECONDS
+    try:
+        while time.time() < deadline:
+            try:
+                dataset.ensure_published(expect, checkpoint, working / RESULT_FILE)
+                break  # READY already (a retried session whose upload took effect)
+            except Transient as exc:
+                if dataset.upload_confirmed(name):
+                    break  # accepted: Kaggle processes it after the session
+                log.info("publishing: %s", exc)
+                wait = max(delay, exc.retry_after or 0.0)
+                time.sleep(max(0.0, min(wait, deadline - time.time())))
+                delay = min(delay * 2, RETRY_CAP_SECONDS)
+        else:
+            log.warning("the checkpoint was not published in time; the orchestrator fetches it")
+            return False
+        size = (staging / name).stat().st_size
+        Published(dataset.slug, name, size, time.time() - started).write(working / PUBLISH_FILE)
+        log.info("published %s (%d bytes) in %.1f s", name, size, time.time() - started)
+        return True
+    except (Rejected, KaggleNotFound) as exc:
+        log.warning("publishing stopped: %s; the orchestrator fetches the checkpoint", exc)
+        return False
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
