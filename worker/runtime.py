@@ -228,6 +228,7 @@ class SegmentRunner:
                 self.root / spec.resume_path, manifest, trainer.read_state, self.group.info.rank
             )
             trainer.load_state_dict(resume.trainer)
+            log.info("resumed from step %d", manifest.step)
             # Last, so nothing between here and the first step draws from the restored streams.
             restore_rng_state(resume.rng)
             self.budget.record_state_size(manifest.total_bytes)

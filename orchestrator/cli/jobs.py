@@ -292,11 +292,30 @@ def logs(
     ctx: typer.Context,
     job: JobArg,
     segment: Annotated[int | None, typer.Argument(help="default: the latest segment")] = None,
-    follow_log: Annotated[bool, typer.Option("-f", "--follow", help="keep printing")] = False,
+    follow_log: Annotated[
+        bool,
+        typer.Option(
+            "-f",
+            "--follow",
+            help="keep printing, into each next session, until the job ends (survives a "
+            "server restart)",
+        ),
+    ] = False,
+    offset: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help="start at this byte of the segment's log (the whole log, not its end)"
+        ),
+    ] = None,
     interval: IntervalOpt = 1.0,
 ) -> None:
-    """A segment's session log (local sessions: live)."""
+    """A segment's session log: its end, or with -f the whole job from there on."""
+    from orchestrator.cli.follow_log import Position, follow_job_log, read_chunk
     from orchestrator.wire import SegmentOut
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
     with connect(ctx) as client:
         if segment is None:
@@ -304,19 +323,23 @@ def logs(
             if not segments:
                 raise CliError(f"job {job} has no segments yet")
             segment = segments[-1].index
-        shown = 0
-        while True:
-            text = client.request(
-                "GET", f"/api/v1/jobs/{job}/segments/{segment}/log", params={"tail": 1_000_000}
-            ).data.decode(errors="replace")
-            print(text[shown:], end="", flush=True)
-            shown = len(text)
-            if not follow_log:
-                return
-            state = client.call("GET", f"/api/v1/jobs/{job}/segments", list[SegmentOut])
-            if all(s.state not in ("launching", "running") for s in state if s.index == segment):
-                return
-            time.sleep(interval)
+        if follow_log:
+            with detachable(job):
+                follow_job_log(
+                    client,
+                    job,
+                    Position(segment, offset or 0),
+                    write=write,
+                    say=lambda line: print(line, file=sys.stderr, flush=True),
+                    interval=interval,
+                )
+            return
+        if offset is not None:
+            chunk = read_chunk(client, job, Position(segment, offset))
+            write(chunk.text if chunk else "")
+            return
+        text = client.request("GET", f"/api/v1/jobs/{job}/segments/{segment}/log").data
+        write(text.decode(errors="replace"))
 
 
 def _kept(client: BatonClient, job: str) -> str:
