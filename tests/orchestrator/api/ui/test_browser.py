@@ -128,3 +128,77 @@ def test_sign_in_watch_three_sessions_live_pause_resume_finish(
         assert _progress(page) == 240
         assert page.get_by_role("link", name="manifest").first.is_visible()
         assert _serious_violations(page) == []
+
+
+def _sign_in(page: Page, url: str) -> None:
+    page.goto(f"{url}/ui/signin")
+    page.get_by_label("API token").fill(ADMIN_TOKEN)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{url}/ui")
+
+
+def _submit(url: str, spec: dict[str, Any]) -> str:
+    response = httpx.post(
+        f"{url}/api/v1/jobs", json=spec, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
+    assert response.status_code == 201, response.text
+    job_id: str = response.json()["id"]
+    return job_id
+
+
+def test_the_log_viewer_follows_a_job_across_sessions_and_search_finds_a_line(
+    settings: Settings, browser: Browser
+) -> None:
+    spec = job_spec(
+        name="log-job",
+        total_steps=90,
+        config={"step_sleep": 0.05, "stop_every_steps": 30, "log_every": 5},
+    )
+    with live_server(settings) as url:
+        page = browser.new_page(viewport={"width": 1200, "height": 1400})
+        _sign_in(page, url)
+        job_id = _submit(url, spec)
+        page.goto(f"{url}/ui/jobs/{job_id}")
+        page.evaluate("window.__notReloaded = true")
+        body = page.locator("#log-body")
+        # The viewer moves to each new session by itself and shows its lines as they come.
+        for index, line in ((0, "step 5/90"), (1, "resumed from step 30"), (2, "step 90/90")):
+            body.get_by_text(f"Session {index} (", exact=False).wait_for(timeout=WAIT_MS)
+            body.locator("li", has_text=line).first.wait_for(timeout=WAIT_MS)
+            assert page.evaluate("window.__notReloaded") is True
+        page.locator("#job-status .state-succeeded").wait_for(timeout=WAIT_MS)
+        assert _serious_violations(page) == []
+
+        page.get_by_label("Search the log").fill("resumed from step")
+        page.get_by_role("button", name="Search").click()
+        page.wait_for_url(f"{url}/ui/jobs/{job_id}?q=resumed+from+step#log")
+        found = page.locator(".log-lines li").all_inner_texts()
+        assert len(found) == 1 and "resumed from step 60" in found[0], found
+        assert "1 line(s) contain" in page.locator("#log-about").inner_text()
+
+        page.get_by_role("link", name="Session 1", exact=True).click()
+        page.get_by_label("Search the log").fill("RESUMED")
+        page.get_by_role("button", name="Search").click()
+        page.wait_for_url(f"{url}/ui/jobs/{job_id}?session=1&q=RESUMED#log")
+        found = page.locator(".log-lines li").all_inner_texts()
+        assert len(found) == 1 and "resumed from step 30" in found[0], found
+        assert _serious_violations(page) == []
+
+
+def test_a_failed_jobs_reason_links_to_its_traceback(settings: Settings, browser: Browser) -> None:
+    spec = job_spec(name="failing", config={"fail_at_step": 7}, retry={"max_failures": 0})
+    with live_server(settings) as url:
+        page = browser.new_page(viewport={"width": 1200, "height": 1000})
+        _sign_in(page, url)
+        job_id = _submit(url, spec)
+        page.goto(f"{url}/ui/jobs/{job_id}")
+        page.locator("#job-status .state-failed").wait_for(timeout=WAIT_MS)
+        page.locator("#failure-log").click()
+        page.wait_for_url(f"{url}/ui/jobs/{job_id}?session=0#traceback")
+        traceback = page.locator("#traceback")
+        assert traceback.inner_text().startswith("Traceback (most recent call last):")
+        assert traceback.is_visible()
+        assert page.evaluate("location.hash") == "#traceback"
+        rest = page.locator("#traceback ~ li").all_inner_texts()
+        assert any("RuntimeError" in line for line in rest), rest
+        assert _serious_violations(page) == []
