@@ -7,6 +7,7 @@ else's is `JobNotVisible`, exactly like a job that does not exist.
 from __future__ import annotations
 
 import itertools
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,7 +17,16 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import case, func, select, tuple_
 from sqlalchemy.orm import Session, aliased
 
-from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
+from orchestrator.eta import (
+    Eta,
+    EtaInputs,
+    QuotaPlan,
+    SessionRecord,
+    estimate_with_range,
+    pooled_step_seconds,
+    relative_spread,
+    typical_fixed_seconds,
+)
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
 from orchestrator.models import Checkpoint, Event, Job, Segment
 from orchestrator.session_timings import SessionTimings
@@ -32,7 +42,7 @@ from orchestrator.wire import (
     SegmentOut,
     SegmentTimings,
 )
-from worker.boundary.contract import WatchdogPolicy
+from worker.boundary.contract import DEFAULT_K_STEPS, DEFAULT_SAFETY_SECONDS, WatchdogPolicy
 
 
 class SegmentFacts(Protocol):
@@ -191,7 +201,9 @@ def _with_progress(
             finish_at=eta.finish_at,
             more_sessions=eta.more_sessions,
             quota_waits=eta.quota_waits,
-            text=eta.describe(),
+            text=eta.describe(now),
+            earliest=eta.earliest,
+            latest=eta.latest,
         )
     return out
 
@@ -212,35 +224,47 @@ def job_eta(
     if job.state not in _ETA_STATES:
         return None
     measured = [s for s in segments if s.timings and s.end_step is not None]
-    timings = (SessionTimings.from_json(measured[-1].timings) if measured else None) or (
-        SessionTimings()
-    )
-    step_seconds = (progress.step_seconds if progress else None) or timings.step_ema
+    timings = [t for s in measured if (t := SessionTimings.from_json(s.timings)) is not None]
+    history = [
+        SessionRecord(s.end_step - s.start_step, t.train, t.setup + t.tail)
+        for s, t in zip(measured, timings, strict=True)
+        if s.end_step is not None
+    ]
+    active = next((s for s in segments if s.state in _ACTIVE), None)
+    live_steps = progress.step - active.start_step if progress and active else 0
+    step_seconds = pooled_step_seconds(
+        history, live_steps, progress.step_seconds if progress else None
+    ) or (timings[-1].step_ema if timings else None)
     if not isinstance(step_seconds, int | float) or step_seconds <= 0:
         return None
-    tail = timings.tail
-    overhead = tail + timings.setup
-    session_seconds = float(job.spec.get("session", {}).get("limit_seconds", 0.0))
-    active = next((s for s in segments if s.state in _ACTIVE), None)
+    tail = statistics.median([t.tail for t in timings]) if timings else 0.0
+    overhead = typical_fixed_seconds(history) or 0.0
+    session = job.spec.get("session", {})
+    margin = session.get("margin", {})
+    stop_margin = float(margin.get("k_steps", DEFAULT_K_STEPS)) * step_seconds + float(
+        margin.get("safety_seconds", DEFAULT_SAFETY_SECONDS)
+    )
     current_left = None
     if active is not None and active.launched_at is not None:
         elapsed = (now - as_utc(active.launched_at)).total_seconds()
-        current_left = max(0.0, active.limit_seconds - elapsed - tail)
+        current_left = max(0.0, active.limit_seconds - elapsed - tail - stop_margin)
     start = now
     if job.state == JobState.WAITING and job.wait_until is not None:
         start = max(now, as_utc(job.wait_until))
     done = progress.step if progress else job.steps_done
-    return estimate_finish(
+    return estimate_with_range(
         EtaInputs(
             now=start,
             remaining_steps=job.total_steps - done,
             step_seconds=float(step_seconds),
-            session_seconds=session_seconds,
+            session_seconds=float(session.get("limit_seconds", 0.0)),
             overhead_seconds=overhead,
             idle_seconds=_mean_idle(segments),
             current_session_left=current_left,
             quota=quota,
-        )
+            stop_margin_seconds=stop_margin,
+        ),
+        relative_spread(history),
     )
 
 

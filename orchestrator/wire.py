@@ -61,7 +61,9 @@ class EtaOut(_Wire):
     finish_at: datetime
     more_sessions: int
     quota_waits: int
-    text: str  # e.g. "done Thu 14:00 UTC at 30 h/week, 3 more sessions"
+    text: str  # e.g. "done Thu 14:00 UTC (13:40-14:30) at 30 h/week, 3 more sessions"
+    earliest: datetime | None = None  # the finish's p10-p90 range
+    latest: datetime | None = None
 
 
 class JobSummary(_FromRow):

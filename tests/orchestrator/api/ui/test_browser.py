@@ -173,7 +173,8 @@ def test_the_log_viewer_follows_a_job_across_sessions_and_search_finds_a_line(
         page.get_by_role("button", name="Search").click()
         page.wait_for_url(f"{url}/ui/jobs/{job_id}?q=resumed+from+step#log")
         found = page.locator(".log-lines li").all_inner_texts()
-        assert len(found) == 1 and "resumed from step 60" in found[0], found
+        assert len(found) == 1, found
+        assert "resumed from step 60" in found[0]
         assert "1 line(s) contain" in page.locator("#log-about").inner_text()
 
         page.get_by_role("link", name="Session 1", exact=True).click()
@@ -181,7 +182,8 @@ def test_the_log_viewer_follows_a_job_across_sessions_and_search_finds_a_line(
         page.get_by_role("button", name="Search").click()
         page.wait_for_url(f"{url}/ui/jobs/{job_id}?session=1&q=RESUMED#log")
         found = page.locator(".log-lines li").all_inner_texts()
-        assert len(found) == 1 and "resumed from step 30" in found[0], found
+        assert len(found) == 1, found
+        assert "resumed from step 30" in found[0]
         assert _serious_violations(page) == []
 
 
