@@ -1,8 +1,9 @@
 """When a job will finish: pure arithmetic over step time, sessions, overheads and quota.
 
-The inputs are measured, not taken from the latest reading alone: the step time is pooled over
-every session's steps (a 1-step session barely counts), the fixed cost of a session is the median
-of the earlier ones (one slow start-up does not move it), and each session also keeps the
+The inputs are measured, not taken from the latest reading alone: the running session goes on
+at its own live step time, sessions to come at the sessions' median step time (weighted by
+their steps: one slow session or a 1-step one does not move it), a session's fixed cost is the
+median of the earlier ones' (one slow start-up does not move it), and each session keeps the
 deadline rule's margin (worker/deadline.py) unused. The range (p10-p90) comes from the spread of
 the sessions' step times plus a prior that shrinks as sessions accumulate
 (benchmarks/eta.py measures how often the finish falls inside it).
@@ -53,6 +54,8 @@ class EtaInputs:
     quota: QuotaPlan | None = None  # None: no quota (local sessions)
     # What the deadline rule leaves unused at the end of every session (k steps and safety).
     stop_margin_seconds: float = 0.0
+    # The running session's own step time, where it differs from the sessions to come.
+    current_step_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -104,19 +107,29 @@ class SessionRecord:
     fixed_seconds: float  # start-up, load, save and upload: what every session pays
 
 
-def pooled_step_seconds(
+def typical_step_seconds(
     history: Sequence[SessionRecord], live_steps: int = 0, live_step_seconds: float | None = None
 ) -> float | None:
-    """The mean step time over every measured step: finished sessions' and the running one's."""
-    steps, seconds = 0, 0.0
-    for record in history:
-        if record.steps > 0 and record.train_seconds:
-            steps += record.steps
-            seconds += record.train_seconds
+    """The step time sessions to come should see: the median of the sessions' step times,
+    each weighted by its steps (the running one's too), so one slow session or a 1-step one
+    does not move it."""
+    rates = [
+        (record.train_seconds / record.steps, record.steps)
+        for record in history
+        if record.steps > 0 and record.train_seconds
+    ]
     if live_steps > 0 and live_step_seconds:
-        steps += live_steps
-        seconds += live_steps * live_step_seconds
-    return seconds / steps if steps else None
+        rates.append((live_step_seconds, live_steps))
+    if not rates:
+        return None
+    rates.sort()
+    half = sum(weight for _, weight in rates) / 2
+    passed = 0
+    for rate, weight in rates:
+        passed += weight
+        if passed >= half:
+            return rate
+    return rates[-1][0]
 
 
 def typical_fixed_seconds(history: Sequence[SessionRecord]) -> float | None:
@@ -156,6 +169,7 @@ def estimate_with_range(inputs: EtaInputs, spread: float) -> Eta | None:
                 inputs,
                 step_seconds=inputs.step_seconds * factor,
                 overhead_seconds=inputs.overhead_seconds * factor,
+                current_step_seconds=(inputs.current_step_seconds or inputs.step_seconds) * factor,
             )
         )
         bounds.append(scenario.finish_at if scenario is not None else None)
@@ -180,9 +194,10 @@ def estimate_finish(inputs: EtaInputs) -> Eta | None:
     remaining = max(0, inputs.remaining_steps)
     now = inputs.now
     if inputs.current_session_left is not None:
-        in_current = steps_in(inputs.current_session_left, inputs.step_seconds)
+        current_step = inputs.current_step_seconds or inputs.step_seconds
+        in_current = steps_in(inputs.current_session_left, current_step)
         if remaining <= in_current:
-            return _eta(now + timedelta(seconds=remaining * inputs.step_seconds), 0, 0, inputs)
+            return _eta(now + timedelta(seconds=remaining * current_step), 0, 0, inputs)
         remaining -= in_current
         now += timedelta(seconds=inputs.current_session_left + inputs.idle_seconds)
     elif remaining == 0:

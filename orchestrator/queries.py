@@ -23,9 +23,9 @@ from orchestrator.eta import (
     QuotaPlan,
     SessionRecord,
     estimate_with_range,
-    pooled_step_seconds,
     relative_spread,
     typical_fixed_seconds,
+    typical_step_seconds,
 )
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
 from orchestrator.models import Checkpoint, Event, Job, Segment
@@ -232,9 +232,10 @@ def job_eta(
     ]
     active = next((s for s in segments if s.state in _ACTIVE), None)
     live_steps = progress.step - active.start_step if progress and active else 0
-    step_seconds = pooled_step_seconds(
-        history, live_steps, progress.step_seconds if progress else None
-    ) or (timings[-1].step_ema if timings else None)
+    live_step_seconds = progress.step_seconds if progress else None
+    step_seconds = typical_step_seconds(history, live_steps, live_step_seconds) or (
+        timings[-1].step_ema if timings else None
+    )
     if not isinstance(step_seconds, int | float) or step_seconds <= 0:
         return None
     tail = statistics.median([t.tail for t in timings]) if timings else 0.0
@@ -263,6 +264,7 @@ def job_eta(
             current_session_left=current_left,
             quota=quota,
             stop_margin_seconds=stop_margin,
+            current_step_seconds=live_step_seconds if current_left is not None else None,
         ),
         relative_spread(history),
     )

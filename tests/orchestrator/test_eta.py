@@ -13,9 +13,9 @@ from orchestrator.eta import (
     SessionRecord,
     estimate_finish,
     estimate_with_range,
-    pooled_step_seconds,
     relative_spread,
     typical_fixed_seconds,
+    typical_step_seconds,
 )
 
 NOW = datetime(2026, 11, 19, 8, 0, tzinfo=UTC)  # a Thursday
@@ -107,12 +107,14 @@ def test_a_finished_count_is_done_now() -> None:
     assert (eta.finish_at, eta.more_sessions) == (NOW, 0)
 
 
-def test_the_step_time_is_pooled_over_steps_so_a_one_step_session_barely_counts() -> None:
+def test_sessions_to_come_get_the_median_step_time_so_one_odd_session_barely_counts() -> None:
     history = [SessionRecord(300, 300.0, 40.0), SessionRecord(1, 60.0, 40.0)]
-    assert pooled_step_seconds(history) == pytest.approx(360 / 301)
-    # The running session's steps count as much as the finished ones'.
-    assert pooled_step_seconds(history, 301, 3.0) == pytest.approx((360 + 903) / 602)
-    assert pooled_step_seconds([SessionRecord(0, None, 40.0)]) is None
+    assert typical_step_seconds(history) == 1.0
+    slow = [SessionRecord(300, 300.0, 40.0), SessionRecord(200, 400.0, 40.0)]
+    assert typical_step_seconds(slow) == 1.0
+    # The running session's steps weigh as much as the finished ones'.
+    assert typical_step_seconds(slow, 400, 2.0) == 2.0
+    assert typical_step_seconds([SessionRecord(0, None, 40.0)]) is None
 
 
 def test_one_slow_start_up_does_not_move_the_fixed_cost() -> None:
@@ -153,3 +155,11 @@ def test_each_session_keeps_the_deadline_margin_unused() -> None:
     assert kept is not None
     # 1200 steps are exactly one 12 h session; less the margin, one step spills into another.
     assert (plain.more_sessions, kept.more_sessions) == (1, 2)
+
+
+def test_the_running_session_goes_on_at_its_own_step_time() -> None:
+    eta = estimate_finish(
+        inputs(remaining_steps=100, current_session_left=HOUR, current_step_seconds=30.0)
+    )
+    assert eta is not None
+    assert (eta.finish_at, eta.more_sessions) == (NOW + timedelta(seconds=3000), 0)
