@@ -204,3 +204,55 @@ def test_a_failed_jobs_reason_links_to_its_traceback(settings: Settings, browser
         rest = page.locator("#traceback ~ li").all_inner_texts()
         assert any("RuntimeError" in line for line in rest), rest
         assert _serious_violations(page) == []
+
+
+def _scrolls_sideways(page: Page) -> bool:
+    return bool(page.evaluate("document.documentElement.scrollWidth > window.innerWidth"))
+
+
+def test_no_page_scrolls_sideways_at_360_and_390_px_and_dark_mode_follows_the_system(
+    settings: Settings, browser: Browser
+) -> None:
+    long_name = "a-job-with-a-rather-long-name-to-wrap"
+    with live_server(settings) as url:
+        done = _submit(
+            url,
+            job_spec(
+                name=long_name,
+                total_steps=60,
+                config={"stop_every_steps": 30, "log_every": 5},
+            ),
+        )
+        failed = _submit(
+            url, job_spec(name="failing", config={"fail_at_step": 3}, retry={"max_failures": 0})
+        )
+        for width in (360, 390):
+            page = browser.new_page(viewport={"width": width, "height": 800})
+            _sign_in(page, url)
+            for job_id, state in ((done, "succeeded"), (failed, "failed")):
+                page.goto(f"{url}/ui/jobs/{job_id}")
+                page.locator(f"#job-status .state-{state}").wait_for(timeout=WAIT_MS)
+                page.reload()  # the finished page, with its log and charts
+                assert not _scrolls_sideways(page), (width, job_id)
+                assert _serious_violations(page) == []
+            page.goto(f"{url}/ui")
+            page.get_by_role("link", name=long_name).wait_for(timeout=WAIT_MS)
+            assert not _scrolls_sideways(page), width
+            assert _serious_violations(page) == []
+            page.close()
+
+        dark = browser.new_page(viewport={"width": 1200, "height": 1400}, color_scheme="dark")
+        _sign_in(dark, url)
+        dark.goto(f"{url}/ui/jobs/{failed}?session=0#traceback")
+        background = dark.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(17, 24, 39)"
+        assert _serious_violations(dark) == []  # contrast included
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / "job-page-dark.png"
+        dark.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000
+        light = browser.new_page(viewport={"width": 1200, "height": 800}, color_scheme="light")
+        _sign_in(light, url)
+        assert light.evaluate("getComputedStyle(document.body).backgroundColor") == (
+            "rgb(255, 255, 255)"
+        )
