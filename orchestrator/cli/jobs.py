@@ -260,12 +260,15 @@ def jobs(
 
 
 def show(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
-    """A job and its segments, with each session's start-up, load, train and save seconds."""
-    from orchestrator.wire import JobOut, SegmentOut
+    """A job's summary (times, quota used per phase, last metrics, digest) and its segments,
+    with each session's start-up, load, train and save seconds."""
+    from orchestrator.wire import CheckpointOut, JobOut, MetricPoint, SegmentOut
 
     with connect(ctx) as client:
         found = client.call("GET", f"/api/v1/jobs/{job}", JobOut)
         segments = client.call("GET", f"/api/v1/jobs/{job}/segments", list[SegmentOut])
+        metrics = client.call("GET", f"/api/v1/jobs/{job}/metrics", list[MetricPoint])
+        kept = client.call("GET", f"/api/v1/jobs/{job}/checkpoints", list[CheckpointOut])
     if as_json:
         document = {
             "job": found.model_dump(mode="json"),
@@ -274,6 +277,9 @@ def show(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
         print(json.dumps(document, indent=2))
         return
     render.console.print(render.job_summary(found))
+    render.console.print(
+        render.job_facts(found, segments, metrics, kept), markup=False, soft_wrap=True
+    )
     render.console.print(render.segments_table(segments))
 
 

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from orchestrator.quota_use import PHASES, phase_seconds
 from orchestrator.wire import MetricPoint, SegmentOut
 
-PHASES = ("startup", "load", "train", "save", "upload", "idle")
+__all__ = ["PHASES", "loss_curve", "timeline"]
 
 
 @dataclass(frozen=True)
@@ -35,28 +36,6 @@ class Timeline:
     rows: list[TimelineRow]
     width: float
     scale_seconds: float  # what the full width stands for
-
-
-def phase_seconds(segment: SegmentOut, now: datetime) -> dict[str, float]:
-    """Seconds of each phase; idle is the session's wall time the worker did not account for."""
-    timings = segment.timings
-    if timings is None:
-        if segment.launched_at is None:
-            return {}
-        end = segment.ended_at or now
-        return {"train": max(0.0, (end - segment.launched_at).total_seconds())}
-    measured = {
-        "startup": timings.startup or 0.0,
-        "load": timings.load or 0.0,
-        "train": timings.train or 0.0,
-        "save": timings.save or 0.0,
-        "upload": timings.upload or 0.0,
-    }
-    wall = timings.session
-    if wall is None and segment.launched_at is not None and segment.ended_at is not None:
-        wall = (segment.ended_at - segment.launched_at).total_seconds()
-    measured["idle"] = max(0.0, (wall or 0.0) - sum(measured.values()))
-    return measured
 
 
 def timeline(segments: Sequence[SegmentOut], now: datetime, width: float = 600.0) -> Timeline:

@@ -44,6 +44,7 @@ from orchestrator.lifecycle import (
     JobState,
     UserAction,
 )
+from orchestrator.quota_use import quota_use
 from orchestrator.wire import SegmentOut
 
 HERE = FilePath(__file__).parent
@@ -336,6 +337,9 @@ def _job_context(services: ServicesDep, viewer: SignedIn, job_id: str) -> dict[s
         "timeline": charts.timeline(segments, now),
         "phases": charts.PHASES,
         "loss": charts.loss_curve(metrics, segments, job.total_steps),
+        "quota_use": quota_use(segments, now),
+        "final_metrics": metrics[-1] if metrics else None,
+        "duration": _duration(job.started_at or job.created_at, job.finished_at or now),
         "checkpoints": list(reversed(checkpoints)),
         "events": list(reversed(events))[:100],
         "actions": ACTIONS.get(JobState(job.state), ()),
@@ -344,6 +348,13 @@ def _job_context(services: ServicesDep, viewer: SignedIn, job_id: str) -> dict[s
         if job.state == JobState.FAILED
         else None,
     }
+
+
+def _duration(start: datetime, end: datetime) -> str:
+    seconds = max(0, round((end - start).total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours} h {minutes} min {seconds} s" if hours else f"{minutes} min {seconds} s"
 
 
 def _failure_log(

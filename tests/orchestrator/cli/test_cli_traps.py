@@ -345,9 +345,16 @@ def test_checkpoints_lists_only_what_download_can_fetch(
         job_id = json.loads(_out(capsys, "--url", url, "submit", str(spec), "--json"))["id"]
         assert wait_finished(api, job_id)["state"] == "succeeded"  # type: ignore[arg-type]
         shown = _out(capsys, "--url", url, "show", job_id)
-        assert "load s" in shown.splitlines()[1]
+        [header] = [line for line in shown.splitlines() if line.split()[:1] == ["seg"]]
+        assert "load s" in header
         [kept] = json.loads(_out(capsys, "--url", url, "checkpoints", job_id, "--json"))
         assert kept["step"] == 20
+        # The summary: quota per phase with the share trained, last metrics, the digest.
+        assert "quota used: " in shown
+        assert "% of session time trained" in shown
+        assert "last metrics at step 20: loss " in shown
+        assert f"model digest {kept['model_digest']} (step 20)" in shown
+        assert "took 0:" in shown
 
         # The store prunes the files of all but the newest `keep` checkpoints; with keep=0, all.
         db = Database(cli_env.resolved_database_url)

@@ -168,6 +168,12 @@ def test_the_log_viewer_follows_a_job_across_sessions_and_search_finds_a_line(
             assert page.evaluate("window.__notReloaded") is True
         page.locator("#job-status .state-succeeded").wait_for(timeout=WAIT_MS)
         assert _serious_violations(page) == []
+        # The summary: quota per phase over the 3 sessions, the last metrics, the digest.
+        quota = page.locator("#quota-use").inner_text()
+        assert " in 3 sessions: startup " in quota
+        assert quota.endswith("% of session time trained")
+        assert page.locator("#final-metrics").inner_text().startswith("step 90: loss ")
+        assert len(page.locator("#job-summary code.digest").inner_text()) == 64
 
         page.get_by_label("Search the log").fill("resumed from step")
         page.get_by_role("button", name="Search").click()
