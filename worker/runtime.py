@@ -59,6 +59,7 @@ from worker.rng import capture_rng_state, restore_rng_state, seed_everything
 from worker.stopflag import StopFlag
 from worker.trainer import LoopTrainer, TrainContext, Trainer
 from worker.watchdog import (
+    WATCHED_METRICS,
     DivergenceCounter,
     HangWatch,
     divergence_reason,
@@ -431,7 +432,10 @@ class _RunnerDriver:
     def record_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
         # The Trainer logs a step after asking whether to stop: a divergence stops the next.
         self.runner._record({"step": step, **{key: float(v) for key, v in metrics.items()}})
-        if self.runner.divergence.record(step, metrics):
+        # An evaluation's log says nothing about the step's loss: it neither breaks nor extends
+        # a run of non-finite steps.
+        watched = any(key in metrics for key in WATCHED_METRICS)
+        if watched and self.runner.divergence.record(step, metrics):
             self.runner.diverged = True
 
 

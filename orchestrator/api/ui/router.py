@@ -17,7 +17,14 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from orchestrator import queries
-from orchestrator.api.deps import JobId, ServicesDep, Step, client_address, refuse_if_throttled
+from orchestrator.api.deps import (
+    ID_PATTERN,
+    JobId,
+    ServicesDep,
+    Step,
+    client_address,
+    refuse_if_throttled,
+)
 from orchestrator.api.open_file_response import OpenFileResponse
 from orchestrator.api.routes.checkpoints import checkpoint_file_response
 from orchestrator.api.routes.jobs import session_log
@@ -224,6 +231,10 @@ SessionIndex = Annotated[
     int | None, Query(ge=0, le=10**6, description="whose log to show; default: the latest")
 ]
 LogQuery = Annotated[str, Query(max_length=200, description="show only lines containing this")]
+MetricKey = Annotated[str, Query(max_length=100, description="which metric the chart shows")]
+CompareWith = Annotated[
+    str | None, Query(pattern=ID_PATTERN, description="another of your jobs, drawn alongside")
+]
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
@@ -234,8 +245,10 @@ def job_page(
     viewer: Viewer,
     session: SessionIndex = None,
     q: LogQuery = "",
+    metric: MetricKey = "loss",
+    compare: CompareWith = None,
 ) -> Response:
-    context = _job_context(services, viewer, job_id)
+    context = _job_context(services, viewer, job_id, metric, compare)
     context |= _log_context(
         services, viewer, job_id, context["segments"], session, q, job_finished=context["finished"]
     )
@@ -309,14 +322,25 @@ def _log_context(
 
 @router.get("/jobs/{job_id}/live", response_class=HTMLResponse)
 def job_fragment(
-    job_id: JobId, request: Request, services: ServicesDep, viewer: FragmentViewer
+    job_id: JobId,
+    request: Request,
+    services: ServicesDep,
+    viewer: FragmentViewer,
+    metric: MetricKey = "loss",
+    compare: CompareWith = None,
 ) -> Response:
     return templates.TemplateResponse(
-        request, "_job_live.html", _job_context(services, viewer, job_id)
+        request, "_job_live.html", _job_context(services, viewer, job_id, metric, compare)
     )
 
 
-def _job_context(services: ServicesDep, viewer: SignedIn, job_id: str) -> dict[str, Any]:
+def _job_context(
+    services: ServicesDep,
+    viewer: SignedIn,
+    job_id: str,
+    metric: str = "loss",
+    compare: str | None = None,
+) -> dict[str, Any]:
     now = datetime.now(UTC)
     with services.db.transaction() as session:
         job = queries.get_job(
@@ -330,13 +354,32 @@ def _job_context(services: ServicesDep, viewer: SignedIn, job_id: str) -> dict[s
         metrics = queries.list_metrics(session, viewer.user.id, job_id)
         checkpoints = queries.list_checkpoints(session, viewer.user.id, job_id)
         events = queries.list_events(session, viewer.user.id, job_id)
+        other = None
+        if compare is not None and compare != job_id:
+            try:
+                other_job = queries.own_job(session, viewer.user.id, compare)
+                other = (
+                    f"{other_job.name} ({compare})",
+                    queries.list_metrics(session, viewer.user.id, compare),
+                )
+            except queries.JobNotVisible:
+                other = None
+    live = None
+    if metric == "loss" and job.progress is not None and job.progress.loss is not None:
+        live = (job.progress.step, job.progress.loss)
     return {
         "viewer": viewer,
         "job": job,
         "segments": segments,
         "timeline": charts.timeline(segments, now),
         "phases": charts.PHASES,
-        "loss": charts.loss_curve(metrics, segments, job.total_steps),
+        "chart": charts.metric_chart(
+            metrics, segments, job.total_steps, metric, live=live, compare=other
+        ),
+        "metric": metric,
+        "metric_keys": charts.metric_keys(metrics),
+        "compare": compare if other else None,
+        "compare_unknown": compare is not None and other is None,
         "quota_use": quota_use(segments, now),
         "final_metrics": metrics[-1] if metrics else None,
         "duration": _duration(job.started_at or job.created_at, job.finished_at or now),
