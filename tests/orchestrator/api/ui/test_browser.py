@@ -257,6 +257,17 @@ def test_no_page_scrolls_sideways_at_360_and_390_px_and_dark_mode_follows_the_sy
         shot = ARTIFACTS / "job-page-dark.png"
         dark.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000
+        # Another job's series on the same chart, through the compare form.
+        dark.goto(f"{url}/ui/jobs/{failed}")
+        dark.get_by_label("Compare with job").fill(done)
+        dark.get_by_role("button", name="Compare").click()
+        dark.wait_for_url(f"{url}/ui/jobs/{failed}?metric=loss&compare={done}#metrics")
+        assert dark.locator("svg.loss polyline.curve-compare").count() == 1
+        legend = dark.get_by_role("list", name="Chart legend").inner_text()
+        assert f"{long_name} ({done})" in legend
+        marks = dark.locator("svg.loss circle.mark title").all_inner_texts()
+        assert marks[-1].startswith(f"{long_name} ({done}): step 60, loss ")
+        assert _serious_violations(dark) == []
         light = browser.new_page(viewport={"width": 1200, "height": 800}, color_scheme="light")
         _sign_in(light, url)
         assert light.evaluate("getComputedStyle(document.body).backgroundColor") == (
