@@ -348,7 +348,14 @@ def _from_heartbeat(
         at=at,
         estimated=False,
         stalled=at is not None and heartbeat_stalled(active, at, step_seconds, now),
+        phases=_phases(beat.get("phases")),
     )
+
+
+def _phases(raw: Any) -> dict[str, float] | None:
+    if not isinstance(raw, dict):
+        return None
+    return {k: float(v) for k, v in raw.items() if isinstance(v, int | float) and v >= 0}
 
 
 def heartbeat_stalled(

@@ -3,24 +3,32 @@ of it spent training. Pure, over the API's own models (the CLI and the page both
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchestrator.wire import SegmentOut
+from orchestrator.wire import LiveProgress, SegmentOut
 
 # "running": a session still under way, whose phases are known only once it ends.
 PHASES = ("startup", "load", "train", "save", "upload", "idle", "running")
 
 
-def phase_seconds(segment: SegmentOut, now: datetime) -> dict[str, float]:
-    """Seconds of each phase; idle is the session's wall time the worker did not account for."""
+def phase_seconds(
+    segment: SegmentOut, now: datetime, live: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """Seconds of each phase; idle is the session's wall time the worker did not account for.
+    A session still under way shows what its heartbeat reported (`live`: start-up, load and
+    train so far), and the rest of its time as "running"."""
     timings = segment.timings
     if timings is None:
         if segment.launched_at is None:
             return {}
         end = segment.ended_at or now
-        return {"running": max(0.0, (end - segment.launched_at).total_seconds())}
+        elapsed = max(0.0, (end - segment.launched_at).total_seconds())
+        known = (
+            {phase: live.get(phase, 0.0) for phase in ("startup", "load", "train")} if live else {}
+        )
+        return {**known, "running": max(0.0, elapsed - sum(known.values()))}
     measured = {
         "startup": timings.startup or 0.0,
         "load": timings.load or 0.0,
@@ -33,6 +41,13 @@ def phase_seconds(segment: SegmentOut, now: datetime) -> dict[str, float]:
         wall = (segment.ended_at - segment.launched_at).total_seconds()
     measured["idle"] = max(0.0, (wall or 0.0) - sum(measured.values()))
     return measured
+
+
+def live_phases(live: LiveProgress | None, segment: SegmentOut) -> Mapping[str, float] | None:
+    """The running segment's heartbeat phases, if `live` is its progress."""
+    if live is None or live.segment_index != segment.index:
+        return None
+    return live.phases
 
 
 @dataclass(frozen=True)
@@ -63,11 +78,13 @@ class QuotaUse:
         )
 
 
-def quota_use(segments: Sequence[SegmentOut], now: datetime) -> QuotaUse:
+def quota_use(
+    segments: Sequence[SegmentOut], now: datetime, live: LiveProgress | None = None
+) -> QuotaUse:
     totals = dict.fromkeys(PHASES, 0.0)
     used = 0
     for segment in segments:
-        seconds = phase_seconds(segment, now)
+        seconds = phase_seconds(segment, now, live_phases(live, segment))
         used += bool(seconds)
         for phase, value in seconds.items():
             totals[phase] += value

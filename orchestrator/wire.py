@@ -53,6 +53,8 @@ class LiveProgress(_FromRow):
     # The heartbeat is older than the session's hang bound: it stopped (a frozen process, a
     # wedged host) and the session's own watchdog did not end it.
     stalled: bool = False
+    # Seconds of start-up, load and training so far, as the heartbeat reported them.
+    phases: dict[str, float] | None = None
 
 
 class EtaOut(_Wire):

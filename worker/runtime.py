@@ -366,6 +366,12 @@ class SegmentRunner:
             "loss": float(loss) if loss is not None else None,
             "step_seconds": self.budget.step_ema,
             "at": now,
+            # Where the session's time went so far: the page draws a running session by phase.
+            "phases": {
+                "startup": self.result.timings.startup,
+                "load": self.result.timings.load,
+                "train": self.progress.train_seconds,
+            },
         }
         write_json_atomic(self.output_dir / HEARTBEAT_FILE, beat)
 

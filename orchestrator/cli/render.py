@@ -102,7 +102,7 @@ def job_facts(
     if job.finished_at:
         times += f", finished {job.finished_at:%Y-%m-%d %H:%M:%S} UTC"
     lines.append(f"{times}; {took.split('.')[0]}")
-    lines.append(f"  quota used: {quota_use(segments, now).describe()}")
+    lines.append(f"  quota used: {quota_use(segments, now, job.progress).describe()}")
     if metrics:
         last = metrics[-1]
         shown = ", ".join(f"{key} {value:.4g}" for key, value in last.values.items())

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchestrator.quota_use import quota_use
-from orchestrator.wire import SegmentOut, SegmentTimings
+from orchestrator.wire import LiveProgress, SegmentOut, SegmentTimings
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -47,3 +47,22 @@ def test_no_session_yet() -> None:
     use = quota_use([], NOW)
     assert use.trained_share is None
     assert use.describe() == "no session time used yet"
+
+
+def test_a_running_session_is_drawn_by_the_phases_its_heartbeat_reported() -> None:
+    live = LiveProgress(
+        segment_index=1,
+        step=40,
+        loss=None,
+        step_seconds=0.5,
+        at=NOW,
+        estimated=False,
+        phases={"startup": 12.0, "load": 8.0, "train": 6.0},
+    )
+    use = quota_use([_segment(1, None, 30)], NOW, live)
+    assert {k: v for k, v in use.phases.items() if v} == pytest.approx(
+        {"startup": 12.0, "load": 8.0, "train": 6.0, "running": 4.0}
+    )
+    # Another segment's heartbeat says nothing about this one.
+    other = live.model_copy(update={"segment_index": 0})
+    assert quota_use([_segment(1, None, 30)], NOW, other).phases["running"] == pytest.approx(30)

@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchestrator.quota_use import PHASES, phase_seconds
-from orchestrator.wire import MetricPoint, SegmentOut
+from orchestrator.quota_use import PHASES, live_phases, phase_seconds
+from orchestrator.wire import LiveProgress, MetricPoint, SegmentOut
 
 __all__ = ["PHASES", "metric_chart", "metric_keys", "timeline"]
 
@@ -38,9 +38,14 @@ class Timeline:
     scale_seconds: float  # what the full width stands for
 
 
-def timeline(segments: Sequence[SegmentOut], now: datetime, width: float = 600.0) -> Timeline:
+def timeline(
+    segments: Sequence[SegmentOut],
+    now: datetime,
+    width: float = 600.0,
+    live: LiveProgress | None = None,
+) -> Timeline:
     """One row per session, every bar drawn to the same scale: the longest session limit."""
-    phases = [phase_seconds(segment, now) for segment in segments]
+    phases = [phase_seconds(segment, now, live_phases(live, segment)) for segment in segments]
     longest = max(
         [segment.limit_seconds for segment in segments] + [sum(p.values()) for p in phases],
         default=1.0,

@@ -371,7 +371,7 @@ def _job_context(
         "viewer": viewer,
         "job": job,
         "segments": segments,
-        "timeline": charts.timeline(segments, now),
+        "timeline": charts.timeline(segments, now, live=job.progress),
         "phases": charts.PHASES,
         "chart": charts.metric_chart(
             metrics, segments, job.total_steps, metric, live=live, compare=other
@@ -380,7 +380,7 @@ def _job_context(
         "metric_keys": charts.metric_keys(metrics),
         "compare": compare if other else None,
         "compare_unknown": compare is not None and other is None,
-        "quota_use": quota_use(segments, now),
+        "quota_use": quota_use(segments, now, job.progress),
         "final_metrics": metrics[-1] if metrics else None,
         "duration": _duration(job.started_at or job.created_at, job.finished_at or now),
         "checkpoints": list(reversed(checkpoints)),
