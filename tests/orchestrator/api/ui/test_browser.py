@@ -265,7 +265,7 @@ def test_no_page_scrolls_sideways_at_360_and_390_px_and_dark_mode_follows_the_sy
         assert dark.locator("svg.loss polyline.curve-compare").count() == 1
         legend = dark.get_by_role("list", name="Chart legend").inner_text()
         assert f"{long_name} ({done})" in legend
-        marks = dark.locator("svg.loss circle.mark title").all_inner_texts()
+        marks = dark.locator("svg.loss circle.mark title").all_text_contents()
         assert marks[-1].startswith(f"{long_name} ({done}): step 60, loss ")
         assert _serious_violations(dark) == []
         light = browser.new_page(viewport={"width": 1200, "height": 800}, color_scheme="light")
