@@ -10,7 +10,7 @@ import itertools
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -246,12 +246,17 @@ def job_eta(
         margin.get("safety_seconds", DEFAULT_SAFETY_SECONDS)
     )
     current_left = None
+    start = now
     if active is not None and active.launched_at is not None:
         elapsed = (now - as_utc(active.launched_at)).total_seconds()
-        current_left = max(0.0, active.limit_seconds - elapsed - tail - stop_margin)
-    start = now
+        # Before its first heartbeat a session is still starting: its steps begin once the
+        # start-up and load earlier sessions took are over.
+        setup = statistics.median([t.setup for t in timings]) if timings else 0.0
+        starting = 0.0 if progress is not None else max(0.0, setup - elapsed)
+        current_left = max(0.0, active.limit_seconds - elapsed - starting - tail - stop_margin)
+        start = now + timedelta(seconds=starting)
     if job.state == JobState.WAITING and job.wait_until is not None:
-        start = max(now, as_utc(job.wait_until))
+        start = max(start, as_utc(job.wait_until))
     done = progress.step if progress else job.steps_done
     return estimate_with_range(
         EtaInputs(

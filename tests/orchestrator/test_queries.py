@@ -154,3 +154,14 @@ def test_a_running_job_s_eta_counts_from_its_live_step_and_the_time_its_session_
     assert out.eta.earliest is not None
     assert out.eta.latest is not None
     assert out.eta.earliest < out.eta.finish_at < out.eta.latest
+
+
+def test_a_session_still_starting_trains_only_after_the_start_up_earlier_sessions_took() -> None:
+    job, segments = _running_job_with_history()
+    job.steps_done = 900
+    # Launched 5 s ago, no heartbeat yet: the 40 s of start-up and load segment 0 took are 35 s
+    # from over, then the 100 steps left take 600 s.
+    segments[1].launched_at = NOW - timedelta(seconds=5)
+    out = job_out(job, segments, now=NOW)
+    assert out.eta is not None
+    assert (out.eta.finish_at, out.eta.more_sessions) == (NOW + timedelta(seconds=635), 0)
