@@ -215,8 +215,8 @@ class CountingBackend:
     def quota(self) -> Quota | None:
         return self._counted(self.inner.quota)
 
-    def log(self, handle: str, tail: int) -> str | None:
-        return self._counted(self.inner.log, handle, tail)
+    def log_file(self, handle: str) -> Path | None:
+        return self._counted(self.inner.log_file, handle)
 
     def progress(self, handle: str) -> dict[str, Any] | None:
         return self._counted(self.inner.progress, handle)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,7 +31,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import QueryableAttribute, Session, aliased
 
-from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
+from orchestrator.eta import (
+    Eta,
+    EtaInputs,
+    QuotaPlan,
+    SessionRecord,
+    estimate_with_range,
+    relative_spread,
+    typical_fixed_seconds,
+    typical_step_seconds,
+)
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
 from orchestrator.models import Checkpoint, Event, Job, Segment
 from orchestrator.session_timings import SessionTimings
@@ -45,7 +55,12 @@ from orchestrator.wire import (
     SegmentOut,
     SegmentTimings,
 )
-from worker.boundary.contract import WatchdogPolicy
+from worker.boundary.contract import (
+    DEFAULT_K_STEPS,
+    DEFAULT_SAFETY_SECONDS,
+    MarginPolicy,
+    WatchdogPolicy,
+)
 
 
 class SegmentFacts(Protocol):
@@ -166,10 +181,9 @@ def list_jobs(
             if line[_SEGMENT_AT] is not None
         ]
         quota = kaggle_quota if job.backend == "kaggle" else None
-        progress, eta = _progress_and_eta(
-            job, segments, session_seconds=job.session_seconds, now=now, quota=quota
-        )
-        shown = dict(zip(_SHOWN, columns, strict=False))  # all but the last: the session limit
+        session_rule = SessionLimits.read(job.session_seconds, job.k_steps, job.safety_seconds)
+        progress, eta = _progress_and_eta(job, segments, session=session_rule, now=now, quota=quota)
+        shown = dict(zip(_SHOWN, columns, strict=False))  # all but the spec's session rule
         items.append(shown | {"progress": progress, "eta": eta})
     last = items[-1]["id"] if len(items) == limit else None
     # Validated in one call from plain values (pydantic's core, no ORM attribute reads).
@@ -178,7 +192,7 @@ def list_jobs(
 
 @dataclass(slots=True)
 class _JobRow:
-    """A job as the list reads it: the columns it shows, and its spec's session limit only."""
+    """A job as the list reads it: the columns it shows, and its spec's session rule only."""
 
     id: str
     name: str
@@ -195,6 +209,8 @@ class _JobRow:
     started_at: datetime | None
     finished_at: datetime | None
     session_seconds: float | None
+    k_steps: float | None
+    safety_seconds: float | None
 
 
 _JOB_COLUMNS = (
@@ -213,9 +229,12 @@ _JOB_COLUMNS = (
     Job.started_at,
     Job.finished_at,
     Job.spec["session"]["limit_seconds"].as_float(),
+    Job.spec["session"]["margin"]["k_steps"].as_float(),
+    Job.spec["session"]["margin"]["safety_seconds"].as_float(),
 )
-# The JobSummary fields: every column but the session limit.
-_SHOWN = [column.key for column in _JOB_COLUMNS[:-1]]
+_SESSION_RULE_COLUMNS = 3
+# The JobSummary fields: every column but the session rule.
+_SHOWN = [column.key for column in _JOB_COLUMNS[:-_SESSION_RULE_COLUMNS]]
 _SEGMENT_AT = 1 + len(_JOB_COLUMNS)  # after the count and the job's columns
 
 
@@ -308,7 +327,7 @@ _DETAIL_SEGMENT_AT = len(_SHOWN) + 2
 @functools.cache
 def _job_statement() -> Select[Any]:
     """A job of a user's and its segments in index order (none: no row), built once."""
-    shown = _JOB_COLUMNS[:-1]
+    shown = _JOB_COLUMNS[:-_SESSION_RULE_COLUMNS]
     return (
         select(*shown, Job.failures, Job.spec, *_segment_columns())
         .select_from(Job)
@@ -326,33 +345,56 @@ def job_out(
     quota: QuotaPlan | None = None,
 ) -> JobOut:
     """The job with its live progress and ETA; `segments` are the job's, in index order."""
-    session_seconds = (job.spec.get("session") or {}).get("limit_seconds")
-    out = JobOut.model_validate(job)
-    out.progress, out.eta = _progress_and_eta(
-        job, segments, session_seconds=session_seconds, now=now, quota=quota
+    rule = job.spec.get("session") or {}
+    margin = rule.get("margin") or {}
+    session = SessionLimits.read(
+        rule.get("limit_seconds"), margin.get("k_steps"), margin.get("safety_seconds")
     )
+    out = JobOut.model_validate(job)
+    out.progress, out.eta = _progress_and_eta(job, segments, session=session, now=now, quota=quota)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    """What a job's ETA reads of its spec: the session limit and the deadline rule's margin."""
+
+    limit_seconds: float
+    margin: MarginPolicy
+
+    @classmethod
+    def read(
+        cls, limit: float | None, k_steps: float | None, safety_seconds: float | None
+    ) -> SessionLimits:
+        """From the stored spec's values, each absent one at the spec's default."""
+        margin = MarginPolicy(
+            DEFAULT_K_STEPS if k_steps is None else float(k_steps),
+            DEFAULT_SAFETY_SECONDS if safety_seconds is None else float(safety_seconds),
+        )
+        return cls(float(limit or 0.0), margin)
 
 
 def _progress_and_eta(
     job: JobFacts,
     segments: Sequence[SegmentFacts],
     *,
-    session_seconds: float | None,
+    session: SessionLimits,
     now: datetime | None,
     quota: QuotaPlan | None,
 ) -> tuple[LiveProgress | None, EtaOut | None]:
     now = now or datetime.now(UTC)
     active = next((s for s in segments if s.state in _ACTIVE), None)
     progress = live_progress(job, active, now=now)
-    eta = job_eta(job, segments, progress, session_seconds=session_seconds, now=now, quota=quota)
+    eta = job_eta(job, segments, progress, session=session, now=now, quota=quota)
     if eta is None:
         return progress, None
     shown = EtaOut(
         finish_at=eta.finish_at,
         more_sessions=eta.more_sessions,
         quota_waits=eta.quota_waits,
-        text=eta.describe(),
+        text=eta.describe(now),
+        earliest=eta.earliest,
+        latest=eta.latest,
     )
     return progress, shown
 
@@ -366,45 +408,58 @@ def job_eta(
     segments: Sequence[SegmentFacts],
     progress: LiveProgress | None,
     *,
-    session_seconds: float | None,
+    session: SessionLimits,
     now: datetime,
     quota: QuotaPlan | None = None,
 ) -> Eta | None:
-    """The ETA of an unfinished, unpaused job from what its segments measured, or None;
-    `session_seconds` is the job spec's session limit."""
+    """The ETA of an unfinished, unpaused job from what its segments measured, or None."""
     if job.state not in _ETA_STATES:
         return None
-    # The last segment that measured its timings (each read once: a row parses them on access).
-    measured = next(
-        (found for s in reversed(segments) if s.end_step is not None and (found := s.timings)),
-        None,
+    measured = [s for s in segments if s.timings and s.end_step is not None]
+    timings = [t for s in measured if (t := SessionTimings.from_json(s.timings)) is not None]
+    history = [
+        SessionRecord(s.end_step - s.start_step, t.train, t.setup + t.tail)
+        for s, t in zip(measured, timings, strict=True)
+        if s.end_step is not None
+    ]
+    active = next((s for s in segments if s.state in _ACTIVE), None)
+    live_steps = progress.step - active.start_step if progress and active else 0
+    live_step_seconds = progress.step_seconds if progress else None
+    step_seconds = typical_step_seconds(history, live_steps, live_step_seconds) or (
+        timings[-1].step_ema if timings else None
     )
-    timings = SessionTimings.from_json(measured) or SessionTimings()
-    step_seconds = (progress.step_seconds if progress else None) or timings.step_ema
     if not isinstance(step_seconds, int | float) or step_seconds <= 0:
         return None
-    tail = timings.tail
-    overhead = tail + timings.setup
-    active = next((s for s in segments if s.state in _ACTIVE), None)
+    tail = statistics.median([t.tail for t in timings]) if timings else 0.0
+    overhead = typical_fixed_seconds(history) or 0.0
+    stop_margin = session.margin.k_steps * step_seconds + session.margin.safety_seconds
     current_left = None
+    start = now
     if active is not None and active.launched_at is not None:
         elapsed = (now - as_utc(active.launched_at)).total_seconds()
-        current_left = max(0.0, active.limit_seconds - elapsed - tail)
-    start = now
+        # Before its first heartbeat a session is still starting: its steps begin once the
+        # start-up and load earlier sessions took are over.
+        setup = statistics.median([t.setup for t in timings]) if timings else 0.0
+        starting = 0.0 if progress is not None else max(0.0, setup - elapsed)
+        current_left = max(0.0, active.limit_seconds - elapsed - starting - tail - stop_margin)
+        start = now + timedelta(seconds=starting)
     if job.state == JobState.WAITING and job.wait_until is not None:
-        start = max(now, as_utc(job.wait_until))
+        start = max(start, as_utc(job.wait_until))
     done = progress.step if progress else job.steps_done
-    return estimate_finish(
+    return estimate_with_range(
         EtaInputs(
             now=start,
             remaining_steps=job.total_steps - done,
             step_seconds=float(step_seconds),
-            session_seconds=float(session_seconds or 0.0),
+            session_seconds=session.limit_seconds,
             overhead_seconds=overhead,
             idle_seconds=_mean_idle(segments),
             current_session_left=current_left,
             quota=quota,
-        )
+            stop_margin_seconds=stop_margin,
+            current_step_seconds=live_step_seconds if current_left is not None else None,
+        ),
+        relative_spread(history),
     )
 
 
@@ -480,7 +535,14 @@ def _from_heartbeat(
         at=at,
         estimated=False,
         stalled=at is not None and heartbeat_stalled(active, at, step_seconds, now),
+        phases=_phases(beat.get("phases")),
     )
+
+
+def _phases(raw: Any) -> dict[str, float] | None:
+    if not isinstance(raw, dict):
+        return None
+    return {k: float(v) for k, v in raw.items() if isinstance(v, int | float) and v >= 0}
 
 
 def heartbeat_stalled(

@@ -56,6 +56,8 @@ class LiveProgress(_FromRow):
     # The heartbeat is older than the session's hang bound: it stopped (a frozen process, a
     # wedged host) and the session's own watchdog did not end it.
     stalled: bool = False
+    # Seconds of start-up, load and training so far, as the heartbeat reported them.
+    phases: dict[str, float] | None = None
 
 
 class EtaOut(_Wire):
@@ -64,7 +66,9 @@ class EtaOut(_Wire):
     finish_at: datetime
     more_sessions: int
     quota_waits: int
-    text: str  # e.g. "done Thu 14:00 UTC at 30 h/week, 3 more sessions"
+    text: str  # e.g. "done Thu 14:00 UTC (13:40-14:30) at 30 h/week, 3 more sessions"
+    earliest: datetime | None = None  # the finish's p10-p90 range
+    latest: datetime | None = None
 
 
 class JobSummary(_FromRow):

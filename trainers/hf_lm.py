@@ -4,8 +4,9 @@ The `Trainer` owns the loop; Baton joins through `worker.hf` (a callback for the
 the Trainer's own checkpoint files inside Baton's atomic commit, resume without replay).
 
 Config keys (all optional): the model sizes of `trainers.causal_lm.MODEL_DEFAULTS`, and
-batch_size, grad_accum, lr, warmup_steps, weight_decay, gradient_checkpointing, step_seconds
-(test aid: pad every step to this duration).
+batch_size, grad_accum, lr, warmup_steps, weight_decay, gradient_checkpointing, eval_every (the
+Trainer evaluates on the corpus's first EVAL_WINDOWS windows every this many steps; 0: never),
+step_seconds (test aid: pad every step to this duration).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ DEFAULTS: dict[str, Any] = {
     "warmup_steps": 5,
     "weight_decay": 0.01,
     "gradient_checkpointing": False,
+    "eval_every": 0,
 }
+EVAL_WINDOWS = 16
 
 
 def collate_causal(windows: list[torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -49,6 +52,14 @@ class HFCausalLM(HFLoopTrainer):
         if cfg["gradient_checkpointing"]:
             model.gradient_checkpointing_enable({"use_reentrant": False})
         device_type, precision = device_precision()
+        eval_every = int(cfg["eval_every"])
+        evaluation: dict[str, Any] = {}
+        if eval_every > 0:
+            evaluation = {
+                "eval_strategy": "steps",
+                "eval_steps": eval_every,
+                "per_device_eval_batch_size": int(cfg["batch_size"]),
+            }
         args = TrainingArguments(
             **self.training_arguments(
                 per_device_train_batch_size=int(cfg["batch_size"]),
@@ -60,12 +71,18 @@ class HFCausalLM(HFLoopTrainer):
                 use_cpu=device_type == "cpu",
                 fp16=precision == "fp16",
                 bf16=precision == "bf16",
+                **evaluation,
             )
         )
         return PositionedDataTrainer(
             model=model,
             args=args,
             train_dataset=corpus,
+            eval_dataset=(
+                torch.utils.data.Subset(corpus, range(min(EVAL_WINDOWS, len(corpus))))
+                if eval_every > 0
+                else None
+            ),
             data_collator=collate_causal,
             callbacks=[StepPacer(cfg.get("step_seconds"))],
         )

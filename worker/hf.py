@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 
 HF_STATE_DIR = "hf"
 TRAINER_STATE_NAME = "trainer_state.json"
-# Keys of a `Trainer` log that are about one step (the end-of-train summary has others).
-STEP_LOG_KEYS = ("loss", "learning_rate", "grad_norm")
 # A key only the end-of-train summary that every `train` call logs has.
 SUMMARY_LOG_KEY = "train_runtime"
 
@@ -61,9 +59,16 @@ class BatonCallback(TrainerCallback):
     def on_log(
         self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **_: Any
     ) -> Any:
-        if logs and "loss" in logs:
-            step_logs = {key: float(logs[key]) for key in STEP_LOG_KEYS if key in logs}
-            self.driver.record_metrics(int(state.global_step), step_logs)
+        # Every scalar of a step's or an evaluation's log (eval_loss...); not the end-of-train
+        # summary, which each resumed `train` call logs again.
+        if logs and SUMMARY_LOG_KEY not in logs:
+            scalars = {
+                key: float(value)
+                for key, value in logs.items()
+                if isinstance(value, int | float) and not isinstance(value, bool)
+            }
+            if scalars:
+                self.driver.record_metrics(int(state.global_step), scalars)
         return control
 
 

@@ -11,9 +11,12 @@ failure, so a segment never ends without a result.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import FrameType
 
@@ -30,7 +33,14 @@ MONITOR_INTERVAL_SECONDS = 0.2
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def torchrun_command(root: Path, nproc: int, started_at: float, report: Path) -> list[str]:
+# Each rank's lines reach the session log prefixed with its rank, "[rank1]:" (the job page names
+# ranks by it: orchestrator/api/ui/log_view.py). torchrun tees them from per-rank files.
+RANK_LINE_PREFIX = {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}]:"}
+
+
+def torchrun_command(
+    root: Path, nproc: int, started_at: float, report: Path, rank_logs: Path
+) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -40,6 +50,8 @@ def torchrun_command(root: Path, nproc: int, started_at: float, report: Path) ->
         f"--nproc-per-node={nproc}",
         "--max-restarts=0",
         f"--monitor-interval={MONITOR_INTERVAL_SECONDS}",
+        "--tee=3",  # both streams of every rank, to its file and on to this session's log
+        f"--log-dir={rank_logs}",
         "-m",
         "worker",
         "--root",
@@ -58,7 +70,11 @@ def launch_ranks(spec: SegmentSpec, root: Path, started_at: float) -> SegmentRes
     clear_rank_notes(paths)
     report = paths.first_failure
     report.unlink(missing_ok=True)
-    process = subprocess.Popen(torchrun_command(root, spec.nproc, started_at, report))
+    rank_logs = Path(tempfile.mkdtemp(prefix="baton-rank-logs-"))
+    process = subprocess.Popen(
+        torchrun_command(root, spec.nproc, started_at, report, rank_logs),
+        env={**os.environ, **RANK_LINE_PREFIX},
+    )
 
     def forward(signum: int, frame: FrameType | None) -> None:
         process.send_signal(signum)
@@ -69,6 +85,7 @@ def launch_ranks(spec: SegmentSpec, root: Path, started_at: float) -> SegmentRes
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        shutil.rmtree(rank_logs, ignore_errors=True)
     first = FirstFailure.read(report)
     if result_path.exists():
         return _name_the_failed_rank(SegmentResult.read(result_path), first, result_path)

@@ -59,6 +59,7 @@ from worker.rng import capture_rng_state, restore_rng_state, seed_everything
 from worker.stopflag import StopFlag
 from worker.trainer import LoopTrainer, TrainContext, Trainer
 from worker.watchdog import (
+    WATCHED_METRICS,
     DivergenceCounter,
     HangWatch,
     divergence_reason,
@@ -228,6 +229,7 @@ class SegmentRunner:
                 self.root / spec.resume_path, manifest, trainer.read_state, self.group.info.rank
             )
             trainer.load_state_dict(resume.trainer)
+            log.info("resumed from step %d", manifest.step)
             # Last, so nothing between here and the first step draws from the restored streams.
             restore_rng_state(resume.rng)
             self.budget.record_state_size(manifest.total_bytes)
@@ -364,6 +366,12 @@ class SegmentRunner:
             "loss": float(loss) if loss is not None else None,
             "step_seconds": self.budget.step_ema,
             "at": now,
+            # Where the session's time went so far: the page draws a running session by phase.
+            "phases": {
+                "startup": self.result.timings.startup,
+                "load": self.result.timings.load,
+                "train": self.progress.train_seconds,
+            },
         }
         write_json_atomic(self.output_dir / HEARTBEAT_FILE, beat)
 
@@ -430,7 +438,10 @@ class _RunnerDriver:
     def record_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
         # The Trainer logs a step after asking whether to stop: a divergence stops the next.
         self.runner._record({"step": step, **{key: float(v) for key, v in metrics.items()}})
-        if self.runner.divergence.record(step, metrics):
+        # An evaluation's log says nothing about the step's loss: it neither breaks nor extends
+        # a run of non-finite steps.
+        watched = any(key in metrics for key in WATCHED_METRICS)
+        if watched and self.runner.divergence.record(step, metrics):
             self.runner.diverged = True
 
 

@@ -128,9 +128,9 @@ class Backend(Protocol):
         """Accelerator time left, or None where there is no quota."""
         ...
 
-    def log(self, handle: str, tail: int) -> str | None:
-        """The last `tail` characters of the session's log as far as this side can see it
-        (read from the end), or None."""
+    def log_file(self, handle: str) -> Path | None:
+        """Where this side can read the session's log (backends/log_tail.py reads its end or
+        its lines from an offset), or None where none is here (yet)."""
         ...
 
     def progress(self, handle: str) -> dict[str, Any] | None:

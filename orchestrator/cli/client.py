@@ -12,7 +12,7 @@ import http.client
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit
 
@@ -31,6 +31,7 @@ class Response:
     status: int
     reason: str
     data: bytes
+    headers: dict[str, str] = field(default_factory=dict)  # names in lower case
 
 
 class ServerUnreachable(CliError):
@@ -114,7 +115,12 @@ class BatonClient:
         headers: dict[str, str] | None = None,
     ) -> Response:
         with self._exchange(method, path, body, params, headers) as answer, self._translated():
-            response = Response(answer.status, answer.reason, answer.read())
+            response = Response(
+                answer.status,
+                answer.reason,
+                answer.read(),
+                {k.lower(): v for k, v in answer.getheaders()},
+            )
         self._raise_for(response)
         return response
 

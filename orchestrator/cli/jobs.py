@@ -261,12 +261,15 @@ def jobs(
 
 
 def show(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
-    """A job and its segments, with each session's start-up, load, train and save seconds."""
-    from orchestrator.wire import JobOut, SegmentOut
+    """A job's summary (times, quota used per phase, last metrics, digest) and its segments,
+    with each session's start-up, load, train and save seconds."""
+    from orchestrator.wire import CheckpointOut, JobOut, MetricPoint, SegmentOut
 
     with connect(ctx) as client:
         found = client.call("GET", f"/api/v1/jobs/{job}", JobOut)
         segments = client.call("GET", f"/api/v1/jobs/{job}/segments", list[SegmentOut])
+        metrics = client.call("GET", f"/api/v1/jobs/{job}/metrics", list[MetricPoint])
+        kept = client.call("GET", f"/api/v1/jobs/{job}/checkpoints", list[CheckpointOut])
     if as_json:
         document = {
             "job": found.model_dump(mode="json"),
@@ -275,6 +278,9 @@ def show(ctx: typer.Context, job: JobArg, as_json: JsonOpt = False) -> None:
         print(json.dumps(document, indent=2))
         return
     render.console.print(render.job_summary(found))
+    render.console.print(
+        render.job_facts(found, segments, metrics, kept), markup=False, soft_wrap=True
+    )
     render.console.print(render.segments_table(segments))
 
 
@@ -293,11 +299,30 @@ def logs(
     ctx: typer.Context,
     job: JobArg,
     segment: Annotated[int | None, typer.Argument(help="default: the latest segment")] = None,
-    follow_log: Annotated[bool, typer.Option("-f", "--follow", help="keep printing")] = False,
+    follow_log: Annotated[
+        bool,
+        typer.Option(
+            "-f",
+            "--follow",
+            help="keep printing, into each next session, until the job ends (survives a "
+            "server restart)",
+        ),
+    ] = False,
+    offset: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help="start at this byte of the segment's log (the whole log, not its end)"
+        ),
+    ] = None,
     interval: IntervalOpt = 1.0,
 ) -> None:
-    """A segment's session log (local sessions: live)."""
+    """A segment's session log: its end, or with -f the whole job from there on."""
+    from orchestrator.cli.follow_log import Position, follow_job_log, read_chunk
     from orchestrator.wire import SegmentOut
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
     with connect(ctx) as client:
         if segment is None:
@@ -305,19 +330,23 @@ def logs(
             if not segments:
                 raise CliError(f"job {job} has no segments yet")
             segment = segments[-1].index
-        shown = 0
-        while True:
-            text = client.request(
-                "GET", f"/api/v1/jobs/{job}/segments/{segment}/log", params={"tail": 1_000_000}
-            ).data.decode(errors="replace")
-            print(text[shown:], end="", flush=True)
-            shown = len(text)
-            if not follow_log:
-                return
-            state = client.call("GET", f"/api/v1/jobs/{job}/segments", list[SegmentOut])
-            if all(s.state not in ("launching", "running") for s in state if s.index == segment):
-                return
-            time.sleep(interval)
+        if follow_log:
+            with detachable(job):
+                follow_job_log(
+                    client,
+                    job,
+                    Position(segment, offset or 0),
+                    write=write,
+                    say=lambda line: print(line, file=sys.stderr, flush=True),
+                    interval=interval,
+                )
+            return
+        if offset is not None:
+            chunk = read_chunk(client, job, Position(segment, offset))
+            write(chunk.text if chunk else "")
+            return
+        text = client.request("GET", f"/api/v1/jobs/{job}/segments/{segment}/log").data
+        write(text.decode(errors="replace"))
 
 
 def _kept(client: BatonClient, job: str) -> str:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         EventOut,
         JobOut,
         JobSummary,
+        MetricPoint,
         QuotaOut,
         SegmentOut,
     )
@@ -78,6 +79,38 @@ def job_summary(job: JobOut) -> str:
     if job.reason or job.queue_reason:
         line += f"\n  {job.reason or job.queue_reason}"
     return line
+
+
+def job_facts(
+    job: JobOut,
+    segments: Sequence[SegmentOut],
+    metrics: Sequence[MetricPoint],
+    checkpoints: Sequence[CheckpointOut],
+) -> str:
+    """The summary's lines: spec, times, quota used per phase, last metrics, digest."""
+    from orchestrator.quota_use import quota_use
+
+    now = datetime.now(UTC)
+    session = job.spec.get("session", {})
+    lines = [
+        f"  trainer {job.spec.get('trainer', '?')} on {job.backend}, "
+        f"sessions of {session.get('limit_seconds', '?')} s",
+    ]
+    start, end = job.started_at or job.created_at, job.finished_at or now
+    took = f"took {end - start}" if job.finished_at else f"running for {end - start}"
+    times = f"  created {job.created_at:%Y-%m-%d %H:%M:%S} UTC"
+    if job.finished_at:
+        times += f", finished {job.finished_at:%Y-%m-%d %H:%M:%S} UTC"
+    lines.append(f"{times}; {took.split('.')[0]}")
+    lines.append(f"  quota used: {quota_use(segments, now, job.progress).describe()}")
+    if metrics:
+        last = metrics[-1]
+        shown = ", ".join(f"{key} {value:.4g}" for key, value in last.values.items())
+        lines.append(f"  last metrics at step {last.step}: {shown}")
+    if checkpoints:
+        newest = checkpoints[-1]
+        lines.append(f"  model digest {newest.model_digest} (step {newest.step})")
+    return "\n".join(lines)
 
 
 def _seconds(value: float | None) -> str:

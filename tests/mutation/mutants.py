@@ -380,8 +380,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "api-segment-log-unowned",
         "api auth/ownership",
         "orchestrator/api/routes/jobs.py",
-        "        job = queries.own_job(session, user.id, job_id)\n"
-        "        segment = queries.find_segment(session, user.id, job_id, index)",
+        "        job = queries.own_job(session, user_id, job_id)\n"
+        "        segment = queries.find_segment(session, user_id, job_id, index)",
         "        job = session.get(queries.Job, job_id)\n"
         "        segment = queries.find_segment(session, job.user_id, job_id, index)",
         (f"{JOBS_API}::test_users_see_only_their_own_jobs",),

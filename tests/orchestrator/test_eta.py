@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from orchestrator.eta import EtaInputs, QuotaPlan, estimate_finish
+import pytest
+
+from orchestrator.eta import (
+    PRIOR_SPREAD,
+    EtaInputs,
+    QuotaPlan,
+    SessionRecord,
+    estimate_finish,
+    estimate_with_range,
+    relative_spread,
+    typical_fixed_seconds,
+    typical_step_seconds,
+)
 
 NOW = datetime(2026, 11, 19, 8, 0, tzinfo=UTC)  # a Thursday
 HOUR = 3600.0
@@ -116,3 +128,61 @@ def test_after_a_refresh_passes_while_sessions_run_the_next_one_is_a_period_late
     assert eta is not None
     assert (eta.more_sessions, eta.quota_waits) == (5, 1)
     assert eta.finish_at == refresh + timedelta(days=7, hours=0.5 + 1)
+
+
+def test_sessions_to_come_get_the_median_step_time_so_one_odd_session_barely_counts() -> None:
+    history = [SessionRecord(300, 300.0, 40.0), SessionRecord(1, 60.0, 40.0)]
+    assert typical_step_seconds(history) == 1.0
+    slow = [SessionRecord(300, 300.0, 40.0), SessionRecord(200, 400.0, 40.0)]
+    assert typical_step_seconds(slow) == 1.0
+    # The running session's steps weigh as much as the finished ones'.
+    assert typical_step_seconds(slow, 400, 2.0) == 2.0
+    assert typical_step_seconds([SessionRecord(0, None, 40.0)]) is None
+
+
+def test_one_slow_start_up_does_not_move_the_fixed_cost() -> None:
+    history = [SessionRecord(100, 100.0, cost) for cost in (40.0, 42.0, 400.0)]
+    assert typical_fixed_seconds(history) == 42.0
+    assert typical_fixed_seconds([]) is None
+
+
+def test_the_range_narrows_as_steady_sessions_accumulate() -> None:
+    spreads = [relative_spread([SessionRecord(100, 100.0, 40.0)] * n) for n in range(5)]
+    assert spreads[0] == PRIOR_SPREAD
+    assert spreads == sorted(spreads, reverse=True)
+    assert spreads[4] == pytest.approx(PRIOR_SPREAD / 5**0.5)
+    # Sessions whose step times differ widen it again.
+    uneven = [SessionRecord(100, 100.0, 40.0), SessionRecord(100, 200.0, 40.0)]
+    assert relative_spread(uneven) > relative_spread([SessionRecord(100, 100.0, 40.0)] * 2)
+
+
+def test_the_range_holds_the_estimate_and_a_short_job_is_told_in_seconds() -> None:
+    eta = estimate_with_range(
+        inputs(remaining_steps=100, step_seconds=1.0, overhead_seconds=30.0), 0.1
+    )
+    assert eta is not None
+    assert eta.earliest is not None
+    assert eta.latest is not None
+    assert eta.earliest < eta.finish_at < eta.latest
+    assert eta.finish_at == NOW + timedelta(seconds=130)
+    assert eta.describe(NOW) == "done in 2 min 10 s (1 min 53 s\u20132 min 27 s), 1 more session"
+    assert eta.describe().startswith("done Thu 08:02 UTC")
+
+
+def test_each_session_keeps_the_deadline_margin_unused() -> None:
+    plain = estimate_finish(inputs(remaining_steps=1200, overhead_seconds=0.0))
+    kept = estimate_finish(
+        inputs(remaining_steps=1200, overhead_seconds=0.0, stop_margin_seconds=36.0)
+    )
+    assert plain is not None
+    assert kept is not None
+    # 1200 steps are exactly one 12 h session; less the margin, one step spills into another.
+    assert (plain.more_sessions, kept.more_sessions) == (1, 2)
+
+
+def test_the_running_session_goes_on_at_its_own_step_time() -> None:
+    eta = estimate_finish(
+        inputs(remaining_steps=100, current_session_left=HOUR, current_step_seconds=30.0)
+    )
+    assert eta is not None
+    assert (eta.finish_at, eta.more_sessions) == (NOW + timedelta(seconds=3000), 0)

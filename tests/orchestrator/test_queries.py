@@ -137,16 +137,31 @@ def _running_job_with_history() -> tuple[Job, list[Segment]]:
 
 def test_a_running_job_s_eta_counts_from_its_live_step_and_the_time_its_session_has_left() -> None:
     job, segments = _running_job_with_history()
-    # At step 800 the running session's 2980 s left (3600 - 600 elapsed - 20 s to save) hold the
-    # 200 steps still to go: done 1200 s from now, no more sessions.
+    # At step 800 the running session's 2971.5 s left (3600 - 600 elapsed - 20 s to save - the
+    # deadline rule's margin, 1.25 steps + 1 s) hold the 200 steps still to go: done 1200 s from
+    # now, no more sessions.
     segments[1].progress = {"step": 800, "step_seconds": 6.0, "at": NOW.timestamp()}
     out = job_out(job, segments, now=NOW)
     assert out.eta is not None
     assert (out.eta.finish_at, out.eta.more_sessions) == (NOW + timedelta(seconds=1200), 0)
-    # At step 500 they hold 496 of the 500 to go: the last 4 run in one more session, launched
-    # after the 5 min the previous hand-over took, 60 s overhead + 4 steps after it starts.
+    # At step 500 they hold 495 of the 500 to go: the last 5 run in one more session, launched
+    # after the 5 min the previous hand-over took, 60 s overhead + 5 steps after it starts.
     segments[1].progress = {"step": 500, "step_seconds": 6.0, "at": NOW.timestamp()}
     out = job_out(job, segments, now=NOW)
     assert out.eta is not None
     assert out.eta.more_sessions == 1
-    assert out.eta.finish_at == NOW + timedelta(seconds=2980 + 300 + 60 + 4 * 6)
+    assert out.eta.finish_at == NOW + timedelta(seconds=2971.5 + 300 + 60 + 5 * 6)
+    assert out.eta.earliest is not None
+    assert out.eta.latest is not None
+    assert out.eta.earliest < out.eta.finish_at < out.eta.latest
+
+
+def test_a_session_still_starting_trains_only_after_the_start_up_earlier_sessions_took() -> None:
+    job, segments = _running_job_with_history()
+    job.steps_done = 900
+    # Launched 5 s ago, no heartbeat yet: the 40 s of start-up and load segment 0 took are 35 s
+    # from over, then the 100 steps left take 600 s.
+    segments[1].launched_at = NOW - timedelta(seconds=5)
+    out = job_out(job, segments, now=NOW)
+    assert out.eta is not None
+    assert (out.eta.finish_at, out.eta.more_sessions) == (NOW + timedelta(seconds=635), 0)

@@ -226,7 +226,7 @@ class FakeBackend:
         self._enter("quota")
         return None
 
-    def log(self, handle: str, tail: int) -> str | None:
+    def log_file(self, handle: str) -> Path | None:
         return None
 
     def progress(self, handle: str) -> dict[str, Any] | None:

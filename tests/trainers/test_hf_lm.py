@@ -27,7 +27,10 @@ from worker.hf import HF_STATE_DIR, SUMMARY_LOG_KEY, TRAINER_STATE_NAME, StepPos
 
 TOTAL_STEPS = 12
 # Steps padded to a fixed time, so a SIGTERM after a logged step lands well before the end.
-CONFIG = {"step_seconds": 0.25, "grad_accum": 2}
+# The Trainer evaluates every EVAL_EVERY steps: its eval_loss series is chained too.
+EVAL_EVERY = 4
+CONFIG = {"step_seconds": 0.25, "grad_accum": 2, "eval_every": EVAL_EVERY}
+EVAL_STEPS = list(range(EVAL_EVERY, TOTAL_STEPS + 1, EVAL_EVERY))
 
 pytestmark = pytest.mark.slow
 
@@ -67,6 +70,13 @@ def whole(tmp_path_factory) -> Run:
     return run
 
 
+def without_timing(metrics: list[dict]) -> list[dict]:
+    """The metrics without how long an evaluation took (eval_runtime, ..._per_second)."""
+    return [
+        {k: v for k, v in m.items() if not k.endswith(("_runtime", "_per_second"))} for m in metrics
+    ]
+
+
 def step_logs(state: dict) -> list[dict]:
     return [entry for entry in state["log_history"] if SUMMARY_LOG_KEY not in entry]
 
@@ -92,17 +102,22 @@ def test_chained_hf_trainer_matches_the_uninterrupted_run(tmp_path, whole):
         verify_checkpoint(output_checkpoint(root, spec)).model_digest == whole.result.model_digest
     )
     assert results[-1].model_digest == whole.result.model_digest
-    # Every step is logged: loss, learning rate and grad norm match at each one.
+    # Every step is logged: loss, learning rate and grad norm match at each one, and so does
+    # every evaluation's eval_loss (each scalar the Trainer logs is kept).
     chained = [m for r in results for m in r.metrics]
-    assert chained == whole.result.metrics
-    assert [m["step"] for m in chained] == list(range(1, TOTAL_STEPS + 1))
+    assert without_timing(chained) == without_timing(whole.result.metrics)
+    assert [m["step"] for m in chained if "loss" in m] == list(range(1, TOTAL_STEPS + 1))
+    evals = [(m["step"], m["eval_loss"]) for m in chained if "eval_loss" in m]
+    assert [step for step, _ in evals] == EVAL_STEPS
+    assert evals == [(m["step"], m["eval_loss"]) for m in whole.result.metrics if "eval_loss" in m]
     # The Trainer's own bookkeeping chains too: step, epoch and one log entry per step.
     final = Run(root, spec, results[-1]).trainer_state
     expected = whole.trainer_state
     assert (final["global_step"], final["epoch"]) == (TOTAL_STEPS, 1.0)
     assert (final["global_step"], final["epoch"]) == (expected["global_step"], expected["epoch"])
-    assert len(final["log_history"]) == len(expected["log_history"]) == TOTAL_STEPS + 1
-    assert step_logs(final) == step_logs(expected)
+    entries = TOTAL_STEPS + len(EVAL_STEPS) + 1  # steps, evaluations, the summary
+    assert len(final["log_history"]) == len(expected["log_history"]) == entries
+    assert without_timing(step_logs(final)) == without_timing(step_logs(expected))
 
 
 def test_segments_that_take_no_step_commit_and_chain_to_the_uninterrupted_run(tmp_path, whole):

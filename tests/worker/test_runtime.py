@@ -217,3 +217,7 @@ def test_heartbeat_reports_the_latest_step_loss_and_step_time(tmp_path):
     assert beat["loss"] == result.metrics[-1]["loss"]
     assert beat["step_seconds"] == pytest.approx(result.step_time_ema)
     assert isinstance(beat["at"], float)
+    # Where the session's time went so far, for the page's timeline of a running session.
+    assert beat["phases"]["startup"] == result.timings.startup
+    assert beat["phases"]["load"] == result.timings.load
+    assert 0 < beat["phases"]["train"] <= result.timings.train

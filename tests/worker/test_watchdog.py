@@ -114,6 +114,12 @@ def test_a_hung_step_ends_every_rank_with_the_stacks_in_the_log(tmp_path, nproc)
     assert "hung: no step ended within 3 s after step 3 " in (result.error or "")
     if nproc == 2:
         assert (result.error or "").startswith("rank 1: hung")
+        # Each rank's lines reach the log named: the hung rank's stacks are rank 1's.
+        assert "[rank0]:" in hung.stderr
+        assert any(
+            line.startswith("[rank1]:") and "in train_step" in line
+            for line in hung.stderr.splitlines()
+        )
     assert "Thread 0x" in hung.stderr
     assert "in train_step" in hung.stderr
     assert not output_checkpoint(root, spec).exists()

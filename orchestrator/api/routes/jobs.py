@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path as FilePath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, status
@@ -13,8 +15,10 @@ from orchestrator import queries, webhooks
 from orchestrator.api.deps import ID_PATTERN, MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
 from orchestrator.api.links import link
 from orchestrator.backends.base import Rejected, Transient
-from orchestrator.lifecycle import JobState, UserAction
+from orchestrator.backends.log_tail import read_from, read_tail
+from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState, SegmentState, UserAction
 from orchestrator.models import KaggleCredential, User
+from orchestrator.service import Services
 from orchestrator.spec import JobSpec
 from orchestrator.trainer_lookup import TrainerRejected
 from orchestrator.wire import (
@@ -37,6 +41,8 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {"description": "The job's state does not allow this action"}
 }
 _JOB = "/api/v1/jobs/{job_id}"
+NEXT_OFFSET_HEADER = "X-Log-Next-Offset"
+ENDED_HEADER = "X-Log-Session-Ended"
 _THIS_JOB = {"job_id": "$response.body#/id"}
 # Where a job's answer leads: the job's own routes, by the id in the answer.
 _JOB_LINKS = {
@@ -244,10 +250,48 @@ def list_segments(job_id: JobId, user: CurrentUser, services: ServicesDep) -> li
         return queries.list_segments(session, user.id, job_id)
 
 
+@dataclass(frozen=True)
+class SessionLog:
+    path: FilePath
+    ended: bool  # the session is over: nothing more will be written
+
+
+def session_log(services: Services, user_id: str, job_id: str, index: int) -> SessionLog:
+    """Where segment `index`'s log can be read here; 404 where it cannot."""
+    with services.db.transaction() as session:
+        job = queries.own_job(session, user_id, job_id)
+        segment = queries.find_segment(session, user_id, job_id, index)
+        if segment is None or segment.handle is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no session")
+        handle, ended = segment.handle, SegmentState(segment.state) not in ACTIVE_SEGMENT_STATES
+    try:
+        path = services.engine.backends.for_job(job).log_file(handle)
+    except (Rejected, Transient) as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"log unavailable: {exc}") from exc
+    if path is None or not path.is_file():
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no log here yet")
+    return SessionLog(path, ended)
+
+
 @router.get(
     "/{job_id}/segments/{index}/log",
     response_class=PlainTextResponse,
-    responses=_NOT_FOUND | {200: {"content": {"text/plain": {}}}},
+    responses=_NOT_FOUND
+    | {
+        200: {
+            "content": {"text/plain": {}},
+            "headers": {
+                NEXT_OFFSET_HEADER: {
+                    "description": "with `offset`: the offset to ask from next",
+                    "schema": {"type": "integer"},
+                },
+                ENDED_HEADER: {
+                    "description": "`true` once the session is over (no more lines will come)",
+                    "schema": {"type": "string"},
+                },
+            },
+        }
+    },
 )
 def segment_log(
     job_id: JobId,
@@ -255,20 +299,27 @@ def segment_log(
     user: CurrentUser,
     services: ServicesDep,
     tail: Annotated[int, Query(ge=1, le=1_000_000, description="last characters")] = 20_000,
+    offset: Annotated[
+        int | None,
+        Query(
+            ge=0,
+            le=MAX_DB_INTEGER,
+            description="instead of the tail: the whole lines from this byte offset on (up to "
+            "1 MiB; ask again from the next offset the answer names)",
+        ),
+    ] = None,
 ) -> PlainTextResponse:
     """The segment's session log (local sessions: live; Kaggle: once collected)."""
-    with services.db.transaction() as session:
-        job = queries.own_job(session, user.id, job_id)
-        segment = queries.find_segment(session, user.id, job_id, index)
-    if segment is None or segment.handle is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no session")
+    log = session_log(services, user.id, job_id, index)
+    headers = {ENDED_HEADER: "true" if log.ended else "false"}
     try:
-        text = services.engine.backends.for_job(job).log(segment.handle, tail)
-    except (Rejected, Transient) as exc:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"log unavailable: {exc}") from exc
-    if text is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no log here yet")
-    return PlainTextResponse(text)
+        if offset is None:
+            return PlainTextResponse(read_tail(log.path, tail), headers=headers)
+        chunk = read_from(log.path, offset, ended=log.ended)
+    except OSError as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"segment {index} has no log") from exc
+    headers[NEXT_OFFSET_HEADER] = str(chunk.next_offset)
+    return PlainTextResponse(chunk.text, headers=headers)
 
 
 @router.get("/{job_id}/events", response_model=list[EventOut], responses=_NOT_FOUND)

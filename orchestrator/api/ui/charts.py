@@ -1,17 +1,18 @@
-"""Geometry for the status page's server-rendered SVG: the session timeline and the loss curve.
+"""Geometry for the status page's server-rendered SVG: the session timeline and metric charts.
 
 Pure functions from view models to shapes; the templates only draw what these return.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchestrator.wire import MetricPoint, SegmentOut
+from orchestrator.quota_use import PHASES, live_phases, phase_seconds
+from orchestrator.wire import LiveProgress, MetricPoint, SegmentOut
 
-PHASES = ("startup", "load", "train", "save", "upload", "idle")
+__all__ = ["PHASES", "metric_chart", "metric_keys", "timeline"]
 
 
 @dataclass(frozen=True)
@@ -37,31 +38,14 @@ class Timeline:
     scale_seconds: float  # what the full width stands for
 
 
-def phase_seconds(segment: SegmentOut, now: datetime) -> dict[str, float]:
-    """Seconds of each phase; idle is the session's wall time the worker did not account for."""
-    timings = segment.timings
-    if timings is None:
-        if segment.launched_at is None:
-            return {}
-        end = segment.ended_at or now
-        return {"train": max(0.0, (end - segment.launched_at).total_seconds())}
-    measured = {
-        "startup": timings.startup or 0.0,
-        "load": timings.load or 0.0,
-        "train": timings.train or 0.0,
-        "save": timings.save or 0.0,
-        "upload": timings.upload or 0.0,
-    }
-    wall = timings.session
-    if wall is None and segment.launched_at is not None and segment.ended_at is not None:
-        wall = (segment.ended_at - segment.launched_at).total_seconds()
-    measured["idle"] = max(0.0, (wall or 0.0) - sum(measured.values()))
-    return measured
-
-
-def timeline(segments: Sequence[SegmentOut], now: datetime, width: float = 600.0) -> Timeline:
+def timeline(
+    segments: Sequence[SegmentOut],
+    now: datetime,
+    width: float = 600.0,
+    live: LiveProgress | None = None,
+) -> Timeline:
     """One row per session, every bar drawn to the same scale: the longest session limit."""
-    phases = [phase_seconds(segment, now) for segment in segments]
+    phases = [phase_seconds(segment, now, live_phases(live, segment)) for segment in segments]
     longest = max(
         [segment.limit_seconds for segment in segments] + [sum(p.values()) for p in phases],
         default=1.0,
@@ -85,48 +69,127 @@ def timeline(segments: Sequence[SegmentOut], now: datetime, width: float = 600.0
 
 
 @dataclass(frozen=True)
-class LossCurve:
+class Point:
+    x: float
+    y: float
+    title: str  # shown on hover (SVG <title>) and read by screen readers
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    css: str
     points: str  # an SVG polyline's points, "x,y x,y ..."
-    boundaries: list[tuple[float, int]]  # (x, step) where a new session began
+    marks: list[Point]  # hover targets, at most MAX_MARKS of them
+
+
+@dataclass(frozen=True)
+class Tick:
+    at: float
+    text: str
+
+
+@dataclass(frozen=True)
+class MetricChart:
+    key: str
+    series: list[Series]
+    boundaries: list[tuple[float, str]]  # (x, label) where a later session began
+    x_ticks: list[Tick]
+    y_ticks: list[Tick]
+    live: Point | None  # the running session's latest value, before it commits
     width: float
     height: float
-    y_min: float
-    y_max: float
-    summary: str  # the curve in words, for screen readers
+    summary: str  # the chart in words, for screen readers
 
 
-def loss_curve(
+MAX_MARKS = 200
+TICKS = 5
+
+
+def metric_keys(metrics: Sequence[MetricPoint]) -> list[str]:
+    """Every scalar the trainer logged, loss first."""
+    keys = {key for point in metrics for key in point.values}
+    return sorted(keys, key=lambda key: (key != "loss", key))
+
+
+def _ticks(low: float, high: float, to_px: Callable[[float], float], fmt: str) -> list[Tick]:
+    return [
+        Tick(
+            to_px(low + (high - low) * i / (TICKS - 1)),
+            fmt.format(low + (high - low) * i / (TICKS - 1)),
+        )
+        for i in range(TICKS)
+    ]
+
+
+def metric_chart(
     metrics: Sequence[MetricPoint],
     segments: Sequence[SegmentOut],
     total_steps: int,
     key: str = "loss",
+    *,
+    live: tuple[int, float] | None = None,
+    compare: tuple[str, Sequence[MetricPoint]] | None = None,
     width: float = 600.0,
     height: float = 200.0,
-) -> LossCurve | None:
-    """The loss against steps across segments, with a mark where each later session began."""
-    series = [(point.step, point.values[key]) for point in metrics if key in point.values]
-    if not series:
+) -> MetricChart | None:
+    """`key` against steps across sessions, each later session's start marked and labelled;
+    with `live`, the running session's latest value; with `compare`, another job's series."""
+    own = [(p.step, p.values[key]) for p in metrics if key in p.values]
+    other = [(p.step, p.values[key]) for p in compare[1] if key in p.values] if compare else []
+    every = own + other + ([live] if live else [])
+    if not every:
         return None
-    low = min(value for _, value in series)
-    high = max(value for _, value in series)
+    low = min(value for _, value in every)
+    high = max(value for _, value in every)
     span = (high - low) or 1.0
-    x_scale = width / max(total_steps, 1)
+    steps = max([total_steps] + [step for step, _ in every])
+    x_scale = width / max(steps, 1)
+
+    def x(step: float) -> float:
+        return round(step * x_scale, 2)
 
     def y(value: float) -> float:
         return round(height - (value - low) / span * height, 2)
 
-    points = " ".join(f"{round(step * x_scale, 2)},{y(value)}" for step, value in series)
+    def series(label: str, css: str, values: list[tuple[int, float]]) -> Series:
+        stride = max(1, len(values) // MAX_MARKS)
+        marks = [
+            Point(x(step), y(value), f"{label}: step {step}, {key} {value:.4g}")
+            for step, value in values[::stride]
+        ]
+        return Series(label, css, " ".join(f"{x(s)},{y(v)}" for s, v in values), marks)
+
+    lines = [series("this job", "curve", own)] if own else []
+    if compare and other:
+        lines.append(series(compare[0], "curve-compare", other))
     # A retried session starts where the failed one did: one mark per starting step.
-    boundaries = sorted(
-        {
-            (round(segment.start_step * x_scale, 2), segment.start_step)
-            for segment in segments
-            if segment.index > 0 and segment.start_step > 0
-        }
+    starts: dict[int, int] = {}
+    for segment in segments:
+        if segment.index > 0 and segment.start_step > 0:
+            starts.setdefault(segment.start_step, segment.index)
+    boundaries = [(x(step), f"session {index}") for step, index in sorted(starts.items())]
+    live_point = (
+        Point(x(live[0]), y(live[1]), f"now: step {live[0]}, {key} {live[1]:.4g}") if live else None
     )
-    first, last = series[0], series[-1]
-    summary = (
-        f"{key} went from {first[1]:.4g} at step {first[0]} to {last[1]:.4g} at step {last[0]}, "
-        f"across {len({point.segment_index for point in metrics})} session(s)"
+    summary = f"{key}: no committed value yet"
+    if own:
+        (s0, v0), (s1, v1) = own[0], own[-1]
+        sessions = len({point.segment_index for point in metrics if key in point.values})
+        summary = (
+            f"{key} went from {v0:.4g} at step {s0} to {v1:.4g} at step {s1}, across "
+            f"{sessions} session(s)"
+        )
+    if compare and other:
+        summary += f"; {compare[0]} ends at {other[-1][1]:.4g} at step {other[-1][0]}"
+    return MetricChart(
+        key,
+        lines,
+        boundaries,
+        _ticks(0, steps, x, "{:.0f}"),
+        _ticks(low, high, y, "{:.3g}"),
+        live_point,
+        width,
+        height,
+        summary,
     )
-    return LossCurve(points, boundaries, width, height, low, high, summary)

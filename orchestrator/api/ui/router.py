@@ -7,21 +7,29 @@ action and download is scoped to the signed-in user, and another user's job is a
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path as FilePath
 from typing import Annotated, Any
 
 from anyio import to_thread
-from fastapi import APIRouter, Depends, Form, HTTPException, Request, status
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi import APIRouter, Depends, Form, HTTPException, Path, Query, Request, status
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from orchestrator import queries
-from orchestrator.api.deps import JobId, ServicesDep, Step, client_address, refuse_if_throttled
+from orchestrator.api.deps import (
+    ID_PATTERN,
+    JobId,
+    ServicesDep,
+    Step,
+    client_address,
+    refuse_if_throttled,
+)
 from orchestrator.api.open_file_response import OpenFileResponse
 from orchestrator.api.routes.checkpoints import checkpoint_file_response
+from orchestrator.api.routes.jobs import session_log
 from orchestrator.api.routes.quota import ask_account_quota
-from orchestrator.api.ui import charts
+from orchestrator.api.ui import charts, log_view
 from orchestrator.api.ui.session import (
     COOKIE,
     MAX_AGE_SECONDS,
@@ -36,9 +44,17 @@ from orchestrator.api.ui.session import (
     start_session,
 )
 from orchestrator.backends.base import BackendError
-from orchestrator.lifecycle import FINISHED_JOB_STATES, JobState, UserAction
+from orchestrator.backends.log_tail import read_tail
+from orchestrator.lifecycle import (
+    ACTIVE_SEGMENT_STATES,
+    FINISHED_JOB_STATES,
+    JobState,
+    UserAction,
+)
+from orchestrator.quota_use import quota_use
+from orchestrator.wire import SegmentOut
 
-HERE = Path(__file__).parent
+HERE = FilePath(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
 static = StaticFiles(directory=HERE / "static")
 
@@ -46,6 +62,7 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 root = APIRouter(include_in_schema=False)
 
 FINISHED = frozenset(state.value for state in FINISHED_JOB_STATES)
+ACTIVE = frozenset(state.value for state in ACTIVE_SEGMENT_STATES)
 # Which buttons a job in each state offers; the engine still decides (409 if it moved on).
 ACTIONS: dict[str, tuple[UserAction, ...]] = {
     JobState.QUEUED: (UserAction.PAUSE, UserAction.CANCEL),
@@ -210,21 +227,120 @@ def _jobs_context(services: ServicesDep, viewer: SignedIn) -> dict[str, Any]:
     return {"viewer": viewer, "jobs": listing.items, "total": listing.total}
 
 
+SessionIndex = Annotated[
+    int | None, Query(ge=0, le=10**6, description="whose log to show; default: the latest")
+]
+LogQuery = Annotated[str, Query(max_length=200, description="show only lines containing this")]
+MetricKey = Annotated[str, Query(max_length=100, description="which metric the chart shows")]
+CompareWith = Annotated[
+    str | None, Query(pattern=ID_PATTERN, description="another of your jobs, drawn alongside")
+]
+
+
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(job_id: JobId, request: Request, services: ServicesDep, viewer: Viewer) -> Response:
-    return templates.TemplateResponse(request, "job.html", _job_context(services, viewer, job_id))
+def job_page(
+    job_id: JobId,
+    request: Request,
+    services: ServicesDep,
+    viewer: Viewer,
+    session: SessionIndex = None,
+    q: LogQuery = "",
+    metric: MetricKey = "loss",
+    compare: CompareWith = None,
+) -> Response:
+    context = _job_context(services, viewer, job_id, metric, compare)
+    context |= _log_context(
+        services, viewer, job_id, context["segments"], session, q, job_finished=context["finished"]
+    )
+    return templates.TemplateResponse(request, "job.html", context)
+
+
+@router.get("/jobs/{job_id}/log", response_class=HTMLResponse)
+def log_fragment(
+    job_id: JobId,
+    request: Request,
+    services: ServicesDep,
+    viewer: FragmentViewer,
+    session: SessionIndex = None,
+    q: LogQuery = "",
+) -> Response:
+    with services.db.transaction() as db_session:
+        finished = queries.own_job(db_session, viewer.user.id, job_id).state in FINISHED
+        segments = queries.list_segments(db_session, viewer.user.id, job_id)
+    context: dict[str, Any] = {"job": {"id": job_id}}
+    context |= _log_context(services, viewer, job_id, segments, session, q, job_finished=finished)
+    return templates.TemplateResponse(request, "_job_log.html", context)
+
+
+@router.get("/jobs/{job_id}/sessions/{index}/log.txt")
+def log_download(
+    job_id: JobId,
+    index: Annotated[int, Path(ge=0, le=10**6)],
+    services: ServicesDep,
+    viewer: Viewer,
+) -> FileResponse:
+    log = session_log(services, viewer.user.id, job_id, index)
+    return FileResponse(log.path, media_type="text/plain", filename=f"{job_id}-session-{index}.log")
+
+
+def _log_context(
+    services: ServicesDep,
+    viewer: SignedIn,
+    job_id: str,
+    segments: list[SegmentOut],
+    chosen: int | None,
+    query: str,
+    *,
+    job_finished: bool,
+) -> dict[str, Any]:
+    """The log viewer: the chosen session's log end, or the latest session's, followed live."""
+    pinned = chosen is not None
+    index = chosen if pinned else (segments[-1].index if segments else None)
+    segment = next((s for s in segments if s.index == index), None)
+    view, problem = None, None
+    if segment is not None:
+        try:
+            log = session_log(services, viewer.user.id, job_id, segment.index)
+            text = read_tail(log.path, log_view.SHOWN_CHARS + 1)
+        except (HTTPException, OSError):
+            problem = "No log here yet." if segment.state in ACTIVE else "This session left no log."
+        else:
+            truncated = len(text) > log_view.SHOWN_CHARS
+            view = log_view.view_log(text, truncated=truncated, query=query.strip())
+    return {
+        "log": view,
+        "log_problem": problem,
+        "log_segment": segment,
+        "log_pinned": pinned,
+        "log_query": query,
+        "log_sessions": [s.index for s in segments],
+        # Follow while something can still be written: the pinned session, or the job.
+        "log_live": (segment is not None and segment.state in ACTIVE)
+        or (not pinned and not job_finished),
+    }
 
 
 @router.get("/jobs/{job_id}/live", response_class=HTMLResponse)
 def job_fragment(
-    job_id: JobId, request: Request, services: ServicesDep, viewer: FragmentViewer
+    job_id: JobId,
+    request: Request,
+    services: ServicesDep,
+    viewer: FragmentViewer,
+    metric: MetricKey = "loss",
+    compare: CompareWith = None,
 ) -> Response:
     return templates.TemplateResponse(
-        request, "_job_live.html", _job_context(services, viewer, job_id)
+        request, "_job_live.html", _job_context(services, viewer, job_id, metric, compare)
     )
 
 
-def _job_context(services: ServicesDep, viewer: SignedIn, job_id: str) -> dict[str, Any]:
+def _job_context(
+    services: ServicesDep,
+    viewer: SignedIn,
+    job_id: str,
+    metric: str = "loss",
+    compare: str | None = None,
+) -> dict[str, Any]:
     now = datetime.now(UTC)
     with services.db.transaction() as session:
         job = queries.get_job(
@@ -238,13 +354,35 @@ def _job_context(services: ServicesDep, viewer: SignedIn, job_id: str) -> dict[s
         metrics = queries.list_metrics(session, viewer.user.id, job_id)
         checkpoints = queries.list_checkpoints(session, viewer.user.id, job_id, include_pruned=True)
         events = queries.list_events(session, viewer.user.id, job_id)
+        other = None
+        if compare is not None and compare != job_id:
+            try:
+                other_job = queries.own_job(session, viewer.user.id, compare)
+                other = (
+                    f"{other_job.name} ({compare})",
+                    queries.list_metrics(session, viewer.user.id, compare),
+                )
+            except queries.JobNotVisible:
+                other = None
+    live = None
+    if metric == "loss" and job.progress is not None and job.progress.loss is not None:
+        live = (job.progress.step, job.progress.loss)
     return {
         "viewer": viewer,
         "job": job,
         "segments": segments,
-        "timeline": charts.timeline(segments, now),
+        "timeline": charts.timeline(segments, now, live=job.progress),
         "phases": charts.PHASES,
-        "loss": charts.loss_curve(metrics, segments, job.total_steps),
+        "chart": charts.metric_chart(
+            metrics, segments, job.total_steps, metric, live=live, compare=other
+        ),
+        "metric": metric,
+        "metric_keys": charts.metric_keys(metrics),
+        "compare": compare if other else None,
+        "compare_unknown": compare is not None and other is None,
+        "quota_use": quota_use(segments, now, job.progress),
+        "final_metrics": metrics[-1] if metrics else None,
+        "duration": _duration(job.started_at or job.created_at, job.finished_at or now),
         "checkpoints": list(reversed(checkpoints)),
         # How each segment's checkpoint reached the next session, and the bytes it put
         # through the orchestrator's link (issue 18).
@@ -252,7 +390,33 @@ def _job_context(services: ServicesDep, viewer: SignedIn, job_id: str) -> dict[s
         "events": list(reversed(events))[:100],
         "actions": ACTIONS.get(JobState(job.state), ()),
         "finished": job.state in FINISHED,
+        "failure_log": _failure_log(services, viewer, job_id, segments)
+        if job.state == JobState.FAILED
+        else None,
     }
+
+
+def _duration(start: datetime, end: datetime) -> str:
+    seconds = max(0, round((end - start).total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours} h {minutes} min {seconds} s" if hours else f"{minutes} min {seconds} s"
+
+
+def _failure_log(
+    services: ServicesDep, viewer: SignedIn, job_id: str, segments: list[SegmentOut]
+) -> str | None:
+    """Where a failed job's reason leads: the last session's traceback, or its log."""
+    if not segments:
+        return None
+    index = segments[-1].index
+    try:
+        log = session_log(services, viewer.user.id, job_id, index)
+        text = read_tail(log.path, log_view.SHOWN_CHARS)
+    except (HTTPException, OSError):
+        return None
+    anchor = "traceback" if log_view.TRACEBACK_START in text else "log"
+    return f"/ui/jobs/{job_id}?session={index}#{anchor}"
 
 
 @router.get("/jobs/{job_id}/confirm/{action}", response_class=HTMLResponse)

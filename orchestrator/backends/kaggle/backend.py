@@ -38,7 +38,6 @@ from orchestrator.backends.kaggle.findings import (
 )
 from orchestrator.backends.kaggle.handoff import check_published
 from orchestrator.backends.kaggle.packaging import code_archive
-from orchestrator.backends.log_tail import read_tail
 from orchestrator.spec import MIN_SESSION_SECONDS, Accelerator, KaggleSpec
 from worker.accelerator import Accelerators
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult
@@ -597,16 +596,12 @@ class KaggleBackend:
         """Nothing reaches into a running kernel."""
         return None
 
-    def log(self, handle: str, tail: int) -> str | None:
+    def log_file(self, handle: str) -> Path | None:
         """The log Kaggle kept with the output, once collected (a running kernel's is not
         readable through the API)."""
         decoded = KaggleHandle.decode(handle)
         slug = self._kernel_of(decoded).slug
-        path = self.workdir / "output" / f"{decoded.segment_index:05d}" / f"{slug}.log"
-        try:
-            return read_tail(path, tail)
-        except OSError:
-            return None
+        return self.workdir / "output" / f"{decoded.segment_index:05d}" / f"{slug}.log"
 
     def quota(self) -> Quota | None:
         if self.options.accelerator is Accelerator.NONE:

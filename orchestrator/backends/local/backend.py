@@ -182,11 +182,8 @@ class LocalBackend:
     def progress(self, handle: str) -> dict[str, Any] | None:
         return _read_heartbeat(SessionPaths(self._root(handle)).heartbeat)
 
-    def log(self, handle: str, tail: int) -> str | None:
-        try:
-            return read_tail(SessionPaths(self._root(handle)).log, tail)
-        except OSError:
-            return None
+    def log_file(self, handle: str) -> Path | None:
+        return SessionPaths(self._root(handle)).log
 
 
 def _read_heartbeat(path: Path) -> dict[str, Any] | None:

@@ -32,7 +32,7 @@ from orchestrator.backends.base import (
     Transient,
 )
 from orchestrator.backends.local.backend import link_or_copy_tree
-from orchestrator.backends.log_tail import last_line, read_tail
+from orchestrator.backends.log_tail import last_line
 from orchestrator.backends.slurm.commands import (
     ENDED_STATES,
     PENDING_STATES,
@@ -229,10 +229,10 @@ class SlurmBackend:
         beat = _read_json(self._paths(SlurmHandle.parse(handle).launch_id).heartbeat)
         return beat
 
-    def log(self, handle: str, tail: int) -> str | None:
+    def log_file(self, handle: str) -> Path | None:
         try:
-            return read_tail(self._paths(SlurmHandle.parse(handle).launch_id).log, tail)
-        except (OSError, Gone):
+            return self._paths(SlurmHandle.parse(handle).launch_id).log
+        except Gone:
             return None
 
 

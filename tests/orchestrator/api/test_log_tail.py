@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from orchestrator.backends.log_tail import last_line, read_tail
+from orchestrator.backends.log_tail import last_line, read_from, read_tail
 from tests.factories import ADMIN_TOKEN, job_spec, make_settings
 from tests.support.serve import baton_serve
 from worker.boundary.paths import LOG_FILE
@@ -26,6 +26,36 @@ def test_the_tail_is_read_from_the_end(tmp_path: Path) -> None:
         assert read_tail(path, chars) == text[-chars:]
     assert last_line(path) == "RuntimeError: é boom"
     assert last_line(tmp_path / "missing") == "no log"
+
+
+def test_reading_from_an_offset_returns_each_whole_line_once(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    path.write_bytes("one\ntwo é\nthr".encode())
+    first = read_from(path, 0, ended=False)
+    assert (first.text, first.next_offset) == ("one\ntwo é\n", 11)
+    # The line still being written waits for its end, or for the session's.
+    assert read_from(path, first.next_offset, ended=False).text == ""
+    with open(path, "ab") as f:
+        f.write(b"ee\nfour")
+    second = read_from(path, first.next_offset, ended=False)
+    assert second.text == "three\n"
+    last = read_from(path, second.next_offset, ended=True)
+    assert (last.text, last.next_offset) == ("four", path.stat().st_size)
+    assert read_from(path, last.next_offset, ended=True).text == ""
+    assert read_from(path, 10**9, ended=True).text == ""  # past the end: nothing, no error
+
+
+def test_a_long_log_comes_in_bounded_chunks_that_join_up(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    text = "".join(f"line {n} " + "x" * (n % 50) + "\n" for n in range(2000)) + "y" * 300
+    path.write_text(text)
+    pieces, offset = [], 0
+    while chunk := read_from(path, offset, ended=True, limit=256).text:
+        assert len(chunk.encode()) <= 256
+        assert chunk.endswith("\n") or chunk == "y" * 256 or chunk == "y" * 44
+        pieces.append(chunk)
+        offset = read_from(path, offset, ended=True, limit=256).next_offset
+    assert "".join(pieces) == text
 
 
 def test_tail_100_on_a_300_mib_log_keeps_the_servers_memory_growth_under_50_mib(

@@ -182,6 +182,13 @@ class Lines:
             except queue.Empty:
                 continue
 
+    def all(self, timeout: float = 30) -> str:
+        """Everything the process wrote, once its output has ended."""
+        assert self.done.wait(timeout), "the output did not end"
+        while not self._queue.empty():
+            self.seen.append(self._queue.get())
+        return "".join(self.seen)
+
 
 def test_ctrl_c_on_submit_watch_detaches_and_the_job_goes_on(
     idle_server: str, tmp_path: Path
@@ -200,15 +207,16 @@ def test_ctrl_c_on_submit_watch_detaches_and_the_job_goes_on(
 
 
 class Server:
-    """The API on a fixed port (bound with SO_REUSEADDR: reusable at once), no reconcile loop,
-    started and stopped like a server that restarts."""
+    """The API on a fixed port (bound with SO_REUSEADDR: reusable at once), with no reconcile
+    loop unless `engine`, started and stopped like a server that restarts."""
 
-    def __init__(self, settings: Settings, port: int) -> None:
+    def __init__(self, settings: Settings, port: int, *, engine: bool = False) -> None:
         self.settings = settings
         self.port = port
+        self.engine = engine
 
     def start(self) -> None:
-        self.services = build_services(self.settings, embedded_loop=False)
+        self.services = build_services(self.settings, embedded_loop=self.engine)
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", self.port))
@@ -266,6 +274,69 @@ def test_watch_reconnects_when_the_server_restarts(cli_env: Settings) -> None:
     assert not any("Traceback" in line for line in lines.seen)
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_logs_follow_prints_every_line_once_across_sessions_and_a_restart(
+    cli_env: Settings, tmp_path: Path
+) -> None:
+    prestart(cli_env)
+    url = f"http://127.0.0.1:{_free_port()}"
+    server = Server(cli_env, int(url.rsplit(":", 1)[1]), engine=True)
+    server.start()
+    # Three sessions of 30 steps, cut by step count (not time), each step's line logged.
+    spec = job_spec(
+        total_steps=90, config={"step_sleep": 0.03, "stop_every_steps": 30, "log_every": 1}
+    )
+    told = tmp_path / "stderr.txt"
+    env = {**os.environ, "BATON_URL": url, "BATON_TOKEN": ADMIN_TOKEN}
+    command = "import sys; from orchestrator.cli import main; sys.exit(main())"
+    try:
+        with _api(url) as api:
+            job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
+            wait_for(api, job_id, lambda job: bool(job["progress"]), 120)  # type: ignore[arg-type]
+        with (
+            told.open("w") as stderr,
+            subprocess.Popen(
+                [sys.executable, "-c", command, "logs", job_id, "0", "-f", "--interval", "0.1"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            ) as process,
+        ):
+            assert process.stdout is not None
+            lines = Lines(process.stdout)
+            lines.wait_for("step 40/90")  # inside the second session
+            server.stop()
+            _until(lambda: "reconnecting" in told.read_text(), 120)
+            server.start()
+            assert process.wait(timeout=300) == 0
+            printed = lines.all()
+        with _api(url) as api:
+            assert wait_finished(api, job_id)["state"] == "succeeded"  # type: ignore[index]
+            segments = api.get(f"/api/v1/jobs/{job_id}/segments").json()
+            whole = "".join(
+                api.get(
+                    f"/api/v1/jobs/{job_id}/segments/{s['index']}/log", params={"tail": 10**6}
+                ).text
+                for s in segments
+            )
+    finally:
+        if server.thread.is_alive():
+            server.stop()
+    assert len(segments) >= 3
+    assert printed == whole  # every line of every session, once, in order
+    for step in range(1, 91):
+        assert printed.count(f" step {step}/90 ") == 1, step
+    assert "resumed from step 30" in printed
+    assert "reconnected" in told.read_text()
+    assert "── session 2 (from step " in told.read_text()
+
+
 def test_checkpoints_lists_only_what_download_can_fetch(
     cli_env: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -274,9 +345,16 @@ def test_checkpoints_lists_only_what_download_can_fetch(
         job_id = json.loads(_out(capsys, "--url", url, "submit", str(spec), "--json"))["id"]
         assert wait_finished(api, job_id)["state"] == "succeeded"  # type: ignore[arg-type]
         shown = _out(capsys, "--url", url, "show", job_id)
-        assert "load s" in shown.splitlines()[1]
+        [header] = [line for line in shown.splitlines() if line.split()[:1] == ["seg"]]
+        assert "load s" in header
         [kept] = json.loads(_out(capsys, "--url", url, "checkpoints", job_id, "--json"))
         assert kept["step"] == 20
+        # The summary: quota per phase with the share trained, last metrics, the digest.
+        assert "quota used: " in shown
+        assert "% of session time trained" in shown
+        assert "last metrics at step 20: loss " in shown
+        assert f"model digest {kept['model_digest']} (step 20)" in shown
+        assert "took 0:" in shown
 
         # The store prunes the files of all but the newest `keep` checkpoints; with keep=0, all.
         db = Database(cli_env.resolved_database_url)

@@ -139,3 +139,148 @@ def test_sign_in_watch_three_sessions_live_pause_resume_finish(
         assert table.locator("tr.pruned").count() >= 3
         assert "files deleted by retention" in table.locator("tr.pruned").first.inner_text()
         assert _serious_violations(page) == []
+
+
+def _sign_in(page: Page, url: str) -> None:
+    page.goto(f"{url}/ui/signin")
+    page.get_by_label("API token").fill(ADMIN_TOKEN)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{url}/ui")
+
+
+def _submit(url: str, spec: dict[str, Any]) -> str:
+    response = httpx.post(
+        f"{url}/api/v1/jobs", json=spec, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
+    assert response.status_code == 201, response.text
+    job_id: str = response.json()["id"]
+    return job_id
+
+
+def test_the_log_viewer_follows_a_job_across_sessions_and_search_finds_a_line(
+    settings: Settings, browser: Browser
+) -> None:
+    spec = job_spec(
+        name="log-job",
+        total_steps=90,
+        config={"step_sleep": 0.05, "stop_every_steps": 30, "log_every": 5},
+    )
+    with live_server(settings) as url:
+        page = browser.new_page(viewport={"width": 1200, "height": 1400})
+        _sign_in(page, url)
+        job_id = _submit(url, spec)
+        page.goto(f"{url}/ui/jobs/{job_id}")
+        page.evaluate("window.__notReloaded = true")
+        body = page.locator("#log-body")
+        # The viewer moves to each new session by itself and shows its lines as they come.
+        for index, line in ((0, "step 5/90"), (1, "resumed from step 30"), (2, "step 90/90")):
+            body.get_by_text(f"Session {index} (", exact=False).wait_for(timeout=WAIT_MS)
+            body.locator("li", has_text=line).first.wait_for(timeout=WAIT_MS)
+            assert page.evaluate("window.__notReloaded") is True
+        page.locator("#job-status .state-succeeded").wait_for(timeout=WAIT_MS)
+        assert _serious_violations(page) == []
+        # The summary: quota per phase over the 3 sessions, the last metrics, the digest.
+        quota = page.locator("#quota-use").inner_text()
+        assert " in 3 sessions: startup " in quota
+        assert quota.endswith("% of session time trained")
+        assert page.locator("#final-metrics").inner_text().startswith("step 90: loss ")
+        assert len(page.locator("#job-summary code.digest").inner_text()) == 64
+
+        page.get_by_label("Search the log").fill("resumed from step")
+        page.get_by_role("button", name="Search").click()
+        page.wait_for_url(f"{url}/ui/jobs/{job_id}?q=resumed+from+step#log")
+        found = page.locator(".log-lines li").all_inner_texts()
+        assert len(found) == 1, found
+        assert "resumed from step 60" in found[0]
+        assert "1 line(s) contain" in page.locator("#log-about").inner_text()
+
+        page.get_by_role("link", name="Session 1", exact=True).click()
+        page.get_by_label("Search the log").fill("RESUMED")
+        page.get_by_role("button", name="Search").click()
+        page.wait_for_url(f"{url}/ui/jobs/{job_id}?session=1&q=RESUMED#log")
+        found = page.locator(".log-lines li").all_inner_texts()
+        assert len(found) == 1, found
+        assert "resumed from step 30" in found[0]
+        assert _serious_violations(page) == []
+
+
+def test_a_failed_jobs_reason_links_to_its_traceback(settings: Settings, browser: Browser) -> None:
+    spec = job_spec(name="failing", config={"fail_at_step": 7}, retry={"max_failures": 0})
+    with live_server(settings) as url:
+        page = browser.new_page(viewport={"width": 1200, "height": 1000})
+        _sign_in(page, url)
+        job_id = _submit(url, spec)
+        page.goto(f"{url}/ui/jobs/{job_id}")
+        page.locator("#job-status .state-failed").wait_for(timeout=WAIT_MS)
+        page.locator("#failure-log").click()
+        page.wait_for_url(f"{url}/ui/jobs/{job_id}?session=0#traceback")
+        traceback = page.locator("#traceback")
+        assert traceback.inner_text().startswith("Traceback (most recent call last):")
+        assert traceback.is_visible()
+        assert page.evaluate("location.hash") == "#traceback"
+        rest = page.locator("#traceback ~ li").all_inner_texts()
+        assert any("RuntimeError" in line for line in rest), rest
+        assert _serious_violations(page) == []
+
+
+def _scrolls_sideways(page: Page) -> bool:
+    return bool(page.evaluate("document.documentElement.scrollWidth > window.innerWidth"))
+
+
+def test_no_page_scrolls_sideways_at_360_and_390_px_and_dark_mode_follows_the_system(
+    settings: Settings, browser: Browser
+) -> None:
+    long_name = "a-job-with-a-rather-long-name-to-wrap"
+    with live_server(settings) as url:
+        done = _submit(
+            url,
+            job_spec(
+                name=long_name,
+                total_steps=60,
+                config={"stop_every_steps": 30, "log_every": 5},
+            ),
+        )
+        failed = _submit(
+            url, job_spec(name="failing", config={"fail_at_step": 3}, retry={"max_failures": 0})
+        )
+        for width in (360, 390):
+            page = browser.new_page(viewport={"width": width, "height": 800})
+            _sign_in(page, url)
+            for job_id, state in ((done, "succeeded"), (failed, "failed")):
+                page.goto(f"{url}/ui/jobs/{job_id}")
+                page.locator(f"#job-status .state-{state}").wait_for(timeout=WAIT_MS)
+                page.reload()  # the finished page, with its log and charts
+                assert not _scrolls_sideways(page), (width, job_id)
+                assert _serious_violations(page) == []
+            page.goto(f"{url}/ui")
+            page.get_by_role("link", name=long_name).wait_for(timeout=WAIT_MS)
+            assert not _scrolls_sideways(page), width
+            assert _serious_violations(page) == []
+            page.close()
+
+        dark = browser.new_page(viewport={"width": 1200, "height": 1400}, color_scheme="dark")
+        _sign_in(dark, url)
+        dark.goto(f"{url}/ui/jobs/{failed}?session=0#traceback")
+        background = dark.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(17, 24, 39)"
+        assert _serious_violations(dark) == []  # contrast included
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / "job-page-dark.png"
+        dark.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000
+        # Another job's series on the same chart, through the compare form.
+        dark.goto(f"{url}/ui/jobs/{failed}")
+        dark.get_by_label("Compare with job").fill(done)
+        dark.get_by_role("button", name="Compare").click()
+        dark.wait_for_url(f"{url}/ui/jobs/{failed}?metric=loss&compare={done}#metrics")
+        assert dark.locator("svg.loss polyline.curve-compare").count() == 1
+        legend = dark.get_by_role("list", name="Chart legend").inner_text()
+        assert f"{long_name} ({done})" in legend
+        marks = dark.locator("svg.loss circle.mark title").all_text_contents()
+        assert marks[-1].startswith(f"{long_name} ({done}): step 60, loss ")
+        assert _serious_violations(dark) == []
+        light = browser.new_page(viewport={"width": 1200, "height": 800}, color_scheme="light")
+        _sign_in(light, url)
+        assert light.evaluate("getComputedStyle(document.body).backgroundColor") == (
+            "rgb(255, 255, 255)"
+        )
