@@ -13,7 +13,7 @@ import os
 import secrets
 import uuid
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import delete, select, update
@@ -41,11 +41,6 @@ def hash_token(token: str) -> str:
 
 def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
-
-
-def as_utc(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes; every stored time is UTC.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def get_or_create_user(session: Session, name: str) -> User:
@@ -102,7 +97,7 @@ def token_for(session: Session, token: str, now: datetime) -> tuple[ApiToken, Us
     if found is None:
         return None
     row, user = found
-    if row.expires_at is not None and as_utc(row.expires_at) <= now:
+    if row.expires_at is not None and row.expires_at <= now:
         return None
     return row, user
 
@@ -115,7 +110,7 @@ def user_for_token(session: Session, token: str) -> User | None:
 def record_use(session: Session, row: ApiToken, now: datetime) -> None:
     """Set last_used_at, unless it was set less than LAST_USED_RESOLUTION ago."""
     last = row.last_used_at
-    if last is not None and now - as_utc(last) < LAST_USED_RESOLUTION:
+    if last is not None and now - last < LAST_USED_RESOLUTION:
         return
     session.execute(update(ApiToken).where(ApiToken.id == row.id).values(last_used_at=now))
 

@@ -20,6 +20,7 @@ from orchestrator.eta import Eta, EtaInputs, QuotaPlan, estimate_finish
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
 from orchestrator.models import Checkpoint, Event, Job, Segment
 from orchestrator.session_timings import SessionTimings
+from orchestrator.spec import stored_spec
 from orchestrator.wire import (
     CheckpointOut,
     EtaOut,
@@ -30,9 +31,9 @@ from orchestrator.wire import (
     LiveProgress,
     MetricPoint,
     SegmentOut,
-    SegmentTimings,
 )
-from worker.boundary.contract import WatchdogPolicy
+from worker.boundary.contract import SegmentSpec, WatchdogPolicy
+from worker.boundary.heartbeat import Heartbeat
 
 
 class SegmentFacts(Protocol):
@@ -78,11 +79,6 @@ class JobNotVisible(LookupError):
         self.job_id = job_id
 
 
-def as_utc(value: datetime) -> datetime:
-    # SQLite hands back naive datetimes; every stored time is UTC.
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
-
-
 def own_job(session: Session, user_id: str, job_id: str) -> Job:
     job = session.get(Job, job_id)
     if job is None or job.user_id != user_id:
@@ -123,7 +119,13 @@ def list_jobs(
     last = rows[-1] if len(rows) == limit else None
     return JobList(
         items=[
-            job_summary(job, history.get(job.id, []), now=now, quota=_quota_of(job, kaggle_quota))
+            job_out(
+                JobSummary,
+                job,
+                history.get(job.id, []),
+                now=now,
+                quota=_quota_of(job, kaggle_quota),
+            )
             for job in rows
         ],
         total=total,
@@ -142,46 +144,27 @@ def get_job(
     """The job; `kaggle_quota`, if known, makes a Kaggle job's ETA count quota and refreshes."""
     job = own_job(session, user_id, job_id)
     segments = _segments_by_job(session, [job.id]).get(job.id, [])
-    return job_out(job, segments, now=now, quota=_quota_of(job, kaggle_quota))
+    return job_out(JobOut, job, segments, now=now, quota=_quota_of(job, kaggle_quota))
 
 
 def _quota_of(job: Job, kaggle_quota: QuotaPlan | None) -> QuotaPlan | None:
     return kaggle_quota if job.backend == "kaggle" else None
 
 
-def job_out(
-    job: Job,
-    segments: Sequence[SegmentFacts],
-    *,
-    now: datetime | None = None,
-    quota: QuotaPlan | None = None,
-) -> JobOut:
-    """The job with its live progress and ETA; `segments` are the job's, in index order."""
-    return _with_progress(JobOut.model_validate(job), job, segments, now=now, quota=quota)
-
-
-def job_summary(
-    job: Job,
-    segments: Sequence[SegmentFacts],
-    *,
-    now: datetime | None = None,
-    quota: QuotaPlan | None = None,
-) -> JobSummary:
-    """The job as the list shows it, with its live progress and ETA."""
-    return _with_progress(JobSummary.model_validate(job), job, segments, now=now, quota=quota)
-
-
 _Out = TypeVar("_Out", bound=JobSummary)
 
 
-def _with_progress(
-    out: _Out,
+def job_out(
+    model: type[_Out],
     job: Job,
     segments: Sequence[SegmentFacts],
     *,
-    now: datetime | None,
-    quota: QuotaPlan | None,
+    now: datetime | None = None,
+    quota: QuotaPlan | None = None,
 ) -> _Out:
+    """The job as `model` (JobOut, or JobSummary for the list) with its live progress and ETA;
+    `segments` are the job's, in index order."""
+    out = model.model_validate(job)
     now = now or datetime.now(UTC)
     active = next((s for s in segments if s.state in _ACTIVE), None)
     out.progress = live_progress(job, active, now=now)
@@ -220,15 +203,15 @@ def job_eta(
         return None
     tail = timings.tail
     overhead = tail + timings.setup
-    session_seconds = float(job.spec.get("session", {}).get("limit_seconds", 0.0))
+    session_seconds = stored_spec(job.spec).session.limit_seconds
     active = next((s for s in segments if s.state in _ACTIVE), None)
     current_left = None
     if active is not None and active.launched_at is not None:
-        elapsed = (now - as_utc(active.launched_at)).total_seconds()
+        elapsed = (now - active.launched_at).total_seconds()
         current_left = max(0.0, active.limit_seconds - elapsed - tail)
     start = now
     if job.state == JobState.WAITING and job.wait_until is not None:
-        start = max(now, as_utc(job.wait_until))
+        start = max(now, job.wait_until)
     done = progress.step if progress else job.steps_done
     return estimate_finish(
         EtaInputs(
@@ -247,7 +230,7 @@ def job_eta(
 def _mean_idle(segments: Sequence[SegmentFacts]) -> float:
     """The mean gap between one session's end and the next one's launch."""
     gaps = [
-        (as_utc(after.launched_at) - as_utc(before.ended_at)).total_seconds()
+        (after.launched_at - before.ended_at).total_seconds()
         for before, after in itertools.pairwise(segments)
         if before.ended_at is not None and after.launched_at is not None
     ]
@@ -286,15 +269,15 @@ def live_progress(job: Job, active: SegmentFacts | None, *, now: datetime) -> Li
     """Where the running segment is: its heartbeat, or an estimate where none reaches us."""
     if active is None or active.launched_at is None:
         return None
-    beat = active.progress
-    if isinstance(beat, dict) and isinstance(beat.get("step"), int):
+    beat = Heartbeat.from_json(active.progress)
+    if beat is not None:
         return _from_heartbeat(active, beat, job.total_steps, now)
     if job.backend != "kaggle":
         return None  # a heartbeat is on its way (the session is still starting): no guessing
     step_seconds = _previous_step_seconds(active)
     if step_seconds is None or step_seconds <= 0:
         return None
-    elapsed = max(0.0, (now - as_utc(active.launched_at)).total_seconds())
+    elapsed = max(0.0, (now - active.launched_at).total_seconds())
     steps = int(elapsed / step_seconds)
     return LiveProgress(
         segment_index=active.index,
@@ -307,39 +290,30 @@ def live_progress(job: Job, active: SegmentFacts | None, *, now: datetime) -> Li
 
 
 def _from_heartbeat(
-    active: SegmentFacts, beat: dict[str, Any], total_steps: int, now: datetime
+    active: SegmentFacts, beat: Heartbeat, total_steps: int, now: datetime
 ) -> LiveProgress:
-    loss = beat.get("loss")
-    raw_step_seconds = beat.get("step_seconds")
-    step_seconds = float(raw_step_seconds) if isinstance(raw_step_seconds, int | float) else None
-    raw_at = beat.get("at")
-    at = datetime.fromtimestamp(float(raw_at), UTC) if isinstance(raw_at, int | float) else None
+    launched = _launch_spec(active)
+    watchdog = launched.watchdog if launched is not None else WatchdogPolicy()
     return LiveProgress(
         segment_index=active.index,
-        step=min(total_steps, max(active.start_step, int(beat["step"]))),
-        loss=float(loss) if isinstance(loss, int | float) else None,
-        step_seconds=step_seconds,
-        at=at,
+        step=min(total_steps, max(active.start_step, beat.step)),
+        loss=beat.loss,
+        step_seconds=beat.step_seconds,
+        at=beat.written_at,
         estimated=False,
-        stalled=at is not None and heartbeat_stalled(active, at, step_seconds, now),
+        stalled=beat.stalled(watchdog, now),
     )
 
 
-def heartbeat_stalled(
-    active: SegmentFacts, at: datetime, step_seconds: float | None, now: datetime
-) -> bool:
-    """Older than the hang bound the session itself runs under (its launch spec's watchdog)."""
-    watchdog = WatchdogPolicy(**((active.launch_spec or {}).get("watchdog") or {}))
-    if watchdog.hang_floor_seconds <= 0:
-        return False
-    return (now - at).total_seconds() > watchdog.hang_bound(step_seconds)
+def _launch_spec(active: SegmentFacts) -> SegmentSpec | None:
+    """The SegmentSpec the session was sent (the read layer leaves it unread for ended ones)."""
+    return SegmentSpec.from_dict(active.launch_spec) if active.launch_spec else None
 
 
 def _previous_step_seconds(active: SegmentFacts) -> float | None:
     # The launch spec carries the step time the previous segments measured.
-    estimates = (active.launch_spec or {}).get("estimates") or {}
-    value = estimates.get("step_seconds")
-    return float(value) if isinstance(value, int | float) else None
+    launched = _launch_spec(active)
+    return launched.estimates.step_seconds if launched is not None else None
 
 
 def list_segments(session: Session, user_id: str, job_id: str) -> list[SegmentOut]:
@@ -363,7 +337,7 @@ def segment_out(segment: Segment, checkpoint: Checkpoint | None) -> SegmentOut:
             "start_step": segment.start_step,
             "end_step": segment.end_step,
             "limit_seconds": segment.limit_seconds,
-            "timings": SegmentTimings(**segment.timings) if segment.timings else None,
+            "timings": SessionTimings.from_json(segment.timings),
             "error": segment.error,
             "checkpoint": checkpoint.manifest if checkpoint else None,
             "created_at": segment.created_at,

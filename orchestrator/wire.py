@@ -6,7 +6,7 @@ without importing anything from orchestrator/api/.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import (
@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from orchestrator.clock import utcnow
+from orchestrator.session_timings import SessionTimings
 from orchestrator.webhooks import redact_spec
 
 
@@ -30,14 +31,6 @@ class _Wire(BaseModel):
 
 class _FromRow(_Wire):
     model_config = ConfigDict(from_attributes=True)
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _utc(cls, value: Any) -> Any:
-        # SQLite hands back naive datetimes; every stored time is UTC.
-        if isinstance(value, datetime) and value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value
 
 
 class LiveProgress(_FromRow):
@@ -115,17 +108,6 @@ class JobList(_Wire):
     next_cursor: str | None = None
 
 
-class SegmentTimings(_Wire):
-    startup: float | None = None
-    load: float | None = None
-    train: float | None = None
-    save: float | None = None
-    upload: float | None = None
-    total: float | None = None
-    session: float | None = None  # the backend's wall time for the whole session
-    step_ema: float | None = None  # moving average of one training step
-
-
 class SegmentOut(_FromRow):
     index: int
     state: str
@@ -133,7 +115,7 @@ class SegmentOut(_FromRow):
     start_step: int
     end_step: int | None
     limit_seconds: float
-    timings: SegmentTimings | None
+    timings: SessionTimings | None  # what the session and the orchestrator measured
     error: str | None
     checkpoint: dict[str, Any] | None
     created_at: datetime

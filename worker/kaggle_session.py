@@ -22,6 +22,7 @@ from typing import Any
 
 from worker.accelerator import Accelerators, accelerator_problem, visible_accelerators
 from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
+from worker.boundary.kernel_options import KernelOptions
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESUME_PATH, SessionPaths
 from worker.proctime import process_start_time
 from worker.runtime import EXIT_FAILED
@@ -120,17 +121,18 @@ def ensure_kaggle_client() -> None:
         install_requirements(list(KAGGLE_CLIENT_REQUIREMENTS))
 
 
-def prepare_session(segment: dict[str, Any], options: dict[str, Any], root: Path) -> Path:
+def prepare_session(segment: dict[str, Any], options: KernelOptions, root: Path) -> Path:
     """Write the session root the worker reads: segment.json plus input/checkpoint."""
     kaggle = SessionPaths(root)
     session = SessionPaths(Path(tempfile.mkdtemp(prefix="baton-session-")))
     spec = dict(segment, output_dir=str(kaggle.working), resume_path=None)
     if segment.get("expect"):
-        measured = options.get("checkpoint_mount")
+        measured = options.checkpoint_mount
+        assert options.checkpoint_file is not None  # a resumed segment's options name it
         mounted = find_mounted_checkpoint(
             kaggle.input,
-            options["checkpoint_dataset"],
-            options["checkpoint_file"],
+            options.checkpoint_dataset,
+            options.checkpoint_file,
             root / measured if measured else None,
         )
         if mounted is not None:
@@ -141,9 +143,9 @@ def prepare_session(segment: dict[str, Any], options: dict[str, Any], root: Path
     return session.root
 
 
-def fail_without_accelerator(segment: dict[str, Any], options: dict[str, Any], root: Path) -> bool:
+def fail_without_accelerator(segment: dict[str, Any], options: KernelOptions, root: Path) -> bool:
     """Whether the promised accelerator is missing; if so, the segment's result says why."""
-    promised = Accelerators(**options.get("accelerator", {}))
+    promised = Accelerators(gpus=options.promised_gpus, tpu=options.promised_tpu)
     problem = accelerator_problem(promised, visible_accelerators())
     if problem is None:
         return False
@@ -163,18 +165,19 @@ def fail_without_accelerator(segment: dict[str, Any], options: dict[str, Any], r
     return True
 
 
-def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: bytes) -> int:
+def run_kaggle_segment(segment: dict[str, Any], raw_options: dict[str, Any], code: bytes) -> int:
     """Train the segment; with self-chaining, then publish it and push the next one."""
+    options = KernelOptions.from_json(raw_options)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     root = kaggle_root()
     if fail_without_accelerator(segment, options, root):
         return EXIT_FAILED
-    install_requirements(list(options.get("requirements", [])))
+    install_requirements(options.requirements)
     session = prepare_session(segment, options, root)
-    origin = session_origin(float(options.get("boot_offset_seconds") or 0.0))
+    origin = session_origin(options.boot_offset_seconds)
     log.info("session origin %.1f s before this process started", process_start_time() - origin)
     exit_code = run_worker(["--root", str(session), "--started-at", repr(origin)])
-    if options.get("self_chain") and exit_code == 0:
+    if options.chain is not None and exit_code == 0:
         # Imported only here: the Kaggle client code travels only with self-chaining kernels.
         ensure_kaggle_client()
         from worker.kaggle_access.chaining import chain

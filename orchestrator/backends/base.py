@@ -15,10 +15,11 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from worker.boundary.contract import SegmentResult, SegmentSpec
 from worker.boundary.errors import AccountRefused, BackendError, Gone, Rejected, Transient
+from worker.boundary.heartbeat import Heartbeat
 from worker.boundary.manifest import Manifest
 
 __all__ = [
@@ -129,7 +130,7 @@ class Backend(Protocol):
         (read from the end), or None."""
         ...
 
-    def progress(self, handle: str) -> dict[str, Any] | None:
-        """The running session's latest heartbeat (worker.boundary.paths.HEARTBEAT_FILE), or None
+    def progress(self, handle: str) -> Heartbeat | None:
+        """The running session's latest heartbeat (worker.boundary.heartbeat), or None
         where nothing reaches into a running session (Kaggle)."""
         ...

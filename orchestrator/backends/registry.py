@@ -12,7 +12,7 @@ from orchestrator.credentials import load_kaggle_credentials
 from orchestrator.db import Database
 from orchestrator.models import Job
 from orchestrator.secret_box import SecretBox
-from orchestrator.spec import KaggleSpec
+from orchestrator.spec import stored_spec
 from worker.kaggle_access.client import (
     DEFAULT_TIMEOUT_SECONDS,
     ClientFactory,
@@ -66,7 +66,8 @@ class Backends:
         account = KaggleAccount(
             credentials.username, credentials.key, self.kaggle_clients, self.kaggle_timeout
         )
-        options = KaggleSpec.model_validate(job.spec["kaggle"])
+        options = stored_spec(job.spec).kaggle
+        assert options is not None  # a Kaggle job's spec always has its options
         return KaggleBackend(
             account,
             job.id,

@@ -34,6 +34,7 @@ from orchestrator.backends.base import (
     Slot,
 )
 from worker.boundary.contract import SegmentResult, Timings
+from worker.boundary.heartbeat import Heartbeat
 from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint, write_manifest
 
 STATE_FILE = "state.json"
@@ -229,7 +230,7 @@ class FakeBackend:
     def log(self, handle: str, tail: int) -> str | None:
         return None
 
-    def progress(self, handle: str) -> dict[str, Any] | None:
+    def progress(self, handle: str) -> Heartbeat | None:
         self._enter("progress")
         return None
 
