@@ -15,9 +15,20 @@ from worker.boundary.contract import Estimates, SegmentSpec
 NOW = datetime(2026, 11, 19, 8, 0, tzinfo=UTC)
 
 
-def _job(backend: str = "kaggle") -> Job:
-    spec = job_spec(backend=backend, total_steps=1000)
-    return Job(id="j1", user_id="u1", backend=backend, total_steps=1000, state="running", spec=spec)
+def _job(backend: str = "kaggle", **fields: object) -> Job:
+    """A job of 1000 steps in 1 h sessions, running unless told otherwise."""
+    spec = job_spec(backend=backend, total_steps=1000, session={"limit_seconds": 3600.0})
+    values: dict[str, object] = {
+        "name": "j",
+        "steps_done": 0,
+        "failures": 0,
+        "pause_requested": False,
+        "state": "running",
+        "created_at": NOW,
+        "updated_at": NOW,
+        **fields,
+    }
+    return Job(id="j1", user_id="u1", backend=backend, total_steps=1000, spec=spec, **values)
 
 
 def _launch_spec(step_seconds: float | None) -> dict[str, object]:
@@ -78,20 +89,7 @@ def test_no_progress_before_launch_or_without_a_measured_step_time() -> None:
 
 
 def test_a_kaggle_job_s_eta_counts_the_quota_and_its_refresh() -> None:
-    job = Job(
-        id="j1",
-        user_id="u1",
-        backend="kaggle",
-        name="k",
-        total_steps=1000,
-        steps_done=400,
-        failures=0,
-        pause_requested=False,
-        state="queued",
-        spec=job_spec(backend="kaggle", session={"limit_seconds": 3600.0}),
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    job = _job("kaggle", steps_done=400, state="queued")
     done = _segment(
         state="succeeded",
         start_step=0,
@@ -114,20 +112,7 @@ def test_a_kaggle_job_s_eta_counts_the_quota_and_its_refresh() -> None:
 def _running_job_with_history() -> tuple[Job, list[Segment]]:
     """Segment 0 committed step 400 (6 s steps, 60 s outside steps, 20 s of it after the last
     step) and ended 15 min ago; segment 1 launched 10 min ago with a 1 h limit and runs."""
-    job = Job(
-        id="j1",
-        user_id="u1",
-        backend="local",
-        name="r",
-        total_steps=1000,
-        steps_done=400,
-        failures=0,
-        pause_requested=False,
-        state="running",
-        spec=job_spec(session={"limit_seconds": 3600.0}),
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    job = _job("local", steps_done=400)
     done = _segment(
         index=0,
         state="succeeded",
