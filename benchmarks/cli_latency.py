@@ -16,24 +16,18 @@ import argparse
 import json
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-
-from orchestrator.api.main import create_app
+from benchmarks.api_server import served_api
 from orchestrator.cli.jobs import read_spec
 from orchestrator.config import Settings
-from orchestrator.service import build_services, prestart
 
 TOKEN = "bt_benchmark-cli-latency-0123456789abcdef"
 GOAL_MS = 300.0
@@ -48,35 +42,9 @@ def baton_script() -> list[str]:
     return [str(script)]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@contextmanager
-def idle_server(data_dir: Path) -> Iterator[str]:
+def idle_server(data_dir: Path) -> AbstractContextManager[str]:
     """The API over a fresh SQLite data dir, no reconcile loop; yields its URL."""
-    settings = Settings(data_dir=data_dir, admin_token=TOKEN)
-    prestart(settings)
-    services = build_services(settings, embedded_loop=False)
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, name="baton-api", daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            if not thread.is_alive():
-                raise RuntimeError("the API server did not start")
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join()
-        services.db.dispose()
+    return served_api(Settings(data_dir=data_dir, admin_token=TOKEN), embedded_loop=False)
 
 
 def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:

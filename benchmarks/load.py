@@ -45,7 +45,8 @@ from benchmarks import breakdown
 from benchmarks.pg_activity import APPLICATION_NAME, PgSampler
 from orchestrator.models import Job, Segment, User, utcnow
 from tests.factories import ADMIN_TOKEN
-from tests.scale.cluster import Cluster, RedisServer, postgres_schema
+from tests.scale.cluster import Cluster, RedisServer
+from tests.support.databases import postgres_schema
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "load.json"

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,13 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
+from benchmarks.api_server import served_api
 from benchmarks.records import SessionRecord, WayResult
 from benchmarks.workload import Workload, job_spec
-from orchestrator.api.main import create_app
 from orchestrator.config import Settings
-from orchestrator.service import build_services, prestart
 
 KEY, TITLE = "b", "Baton (chained)"
 TRAINER_PACKAGES = "trainers,benchmarks"
@@ -35,39 +31,15 @@ _POLL_SECONDS = 0.1
 _LOGGED_STEP = re.compile(r"step (\d+)/")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def serving(data_dir: Path) -> Iterator[tuple[httpx.Client, Settings]]:
     """`baton serve` in a thread: yields an authenticated client for it."""
     # The workload's trainer is in this package: allowed the way an operator allows theirs
     # (BATON_TRAINER_PACKAGES), beside the default `trainers`.
     settings = Settings(data_dir=data_dir, admin_token=TOKEN, trainer_packages=TRAINER_PACKAGES)
-    prestart(settings)
-    services = build_services(settings)
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, name="baton-api", daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            if not thread.is_alive():
-                raise RuntimeError("the API server did not start")
-            time.sleep(0.05)
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers) as client:
-            yield client, settings
-    finally:
-        server.should_exit = True
-        thread.join()
-        services.db.dispose()
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with served_api(settings) as url, httpx.Client(base_url=url, headers=headers) as client:
+        yield client, settings
 
 
 def _lost_session(segment: dict[str, Any], sessions_dir: Path, job_id: str) -> SessionRecord:

@@ -13,7 +13,7 @@ import os
 import secrets
 import uuid
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import bindparam, delete, select, update
@@ -41,11 +41,6 @@ def hash_token(token: str) -> str:
 
 def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
-
-
-def as_utc(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes; every stored time is UTC.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def get_or_create_user(session: Session, name: str) -> User:
@@ -115,7 +110,7 @@ def token_for(session: Session, token: str, now: datetime) -> tuple[ApiToken, Us
     split = len(_TOKEN_COLUMNS)
     row = ApiToken(**{c.key: v for c, v in zip(_TOKEN_COLUMNS, values[:split], strict=True)})
     user = User(**{c.key: v for c, v in zip(_USER_COLUMNS, values[split:], strict=True)})
-    if row.expires_at is not None and as_utc(row.expires_at) <= now:
+    if row.expires_at is not None and row.expires_at <= now:
         return None
     return row, user
 
@@ -128,7 +123,7 @@ def user_for_token(session: Session, token: str) -> User | None:
 def use_due(row: ApiToken, now: datetime) -> bool:
     """Whether this use is to be recorded: last_used_at unset or LAST_USED_RESOLUTION old."""
     last = row.last_used_at
-    return last is None or now - as_utc(last) >= LAST_USED_RESOLUTION
+    return last is None or now - last >= LAST_USED_RESOLUTION
 
 
 def record_use(session: Session, row: ApiToken, now: datetime) -> None:

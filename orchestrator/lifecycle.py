@@ -9,7 +9,7 @@ failure, quota) and carries out the returned `Decision` through the compare-and-
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -124,16 +124,50 @@ class JobView:
     rollbacks: int = 0  # times the job already resumed from its last good checkpoint
 
 
+class Keep(enum.Enum):
+    """A JobChanges column left as it is (None is a value: it clears the column)."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
+
+
+@dataclass(frozen=True)
+class JobChanges:
+    """The job columns a state change sets besides the state; KEEP leaves a column as it is."""
+
+    steps_done: int | Keep = KEEP
+    failures: int | Keep = KEEP
+    pause_requested: bool | Keep = KEEP
+    reason: str | Keep | None = KEEP  # why the job failed, shown to the user
+    wait_until: datetime | Keep | None = KEEP  # the quota refresh a waiting job waits for
+    queue_reason: str | Keep | None = KEEP
+    next_attempt_at: datetime | Keep | None = KEEP
+
+    def values(self) -> dict[str, Any]:
+        """The columns to write, by name."""
+        found = {column.name: getattr(self, column.name) for column in fields(self)}
+        return {name: value for name, value in found.items() if value is not KEEP}
+
+    def __or__(self, other: JobChanges) -> JobChanges:
+        """These changes with `other`'s set columns written over them."""
+        return replace(self, **other.values())
+
+
+NO_CHANGES = JobChanges()
+
+
 @dataclass(frozen=True)
 class Decision:
-    """The next state (None: stay) and the fields to set with it.
+    """The next state (None: stay) and the job columns to set with it.
 
     Side effects are not returned: the engine derives them from the state it finds (a cancelled job
     with an active segment gets that segment cancelled), so a lost wake-up costs one tick.
     """
 
     to_state: JobState | None
-    fields: dict[str, Any] = field(default_factory=dict)
+    changes: JobChanges = field(default_factory=JobChanges)
     event: str = ""
     message: str | None = None
 
@@ -149,7 +183,7 @@ def decide_user_action(job: JobView, action: UserAction) -> Decision:
 def _cancel(job: JobView) -> Decision:
     if job.state in FINISHED_JOB_STATES:
         raise ActionConflict(f"job is {job.state}; only unfinished jobs can be cancelled")
-    return Decision(JobState.CANCELLED, {"pause_requested": False}, "cancelled")
+    return Decision(JobState.CANCELLED, JobChanges(pause_requested=False), "cancelled")
 
 
 def _pause(job: JobView) -> Decision:
@@ -157,7 +191,7 @@ def _pause(job: JobView) -> Decision:
         return Decision(JobState.PAUSED, event="paused")
     if job.state is JobState.RUNNING and not job.pause_requested:
         # The running segment commits a checkpoint early; the job pauses when it has ended.
-        return Decision(None, {"pause_requested": True}, "pause_requested")
+        return Decision(None, JobChanges(pause_requested=True), "pause_requested")
     raise ActionConflict(
         f"job is {job.state}" + (" (pause already requested)" * job.pause_requested)
     )
@@ -167,9 +201,9 @@ def _resume(job: JobView) -> Decision:
     if job.state is JobState.PAUSED:
         return Decision(JobState.QUEUED, event="resumed")
     if job.state is JobState.FAILED:
-        return Decision(JobState.QUEUED, {"failures": 0, "reason": None}, event="resumed")
+        return Decision(JobState.QUEUED, JobChanges(failures=0, reason=None), event="resumed")
     if job.state is JobState.RUNNING and job.pause_requested:
-        return Decision(None, {"pause_requested": False}, event="pause_withdrawn")
+        return Decision(None, JobChanges(pause_requested=False), event="pause_withdrawn")
     raise ActionConflict(f"job is {job.state}; only paused or failed jobs can be resumed")
 
 
@@ -193,13 +227,13 @@ def decide_segment_end(job: JobView, end: SegmentEnd) -> Decision:
         return _diverged(job, end.reason)
     if end.committed and end.end_step is not None:
         done = end.end_step >= job.total_steps
-        fields: dict[str, Any] = {"steps_done": end.end_step, "failures": 0}
+        changes = JobChanges(steps_done=end.end_step, failures=0)
         if done:
-            return Decision(JobState.SUCCEEDED, fields, event="succeeded")
+            return Decision(JobState.SUCCEEDED, changes, event="succeeded")
         if not end.progressed and not job.pause_requested:
             # A session too short for start-up, one step and a save would chain forever.
-            return _count_failure(job, "the segment committed no new step", fields)
-        return _next_or_pause(job, fields, "segment_committed", end.reason)
+            return _count_failure(job, "the segment committed no new step", changes)
+        return _next_or_pause(job, changes, "segment_committed", end.reason)
     return _count_failure(job, end.reason)
 
 
@@ -207,41 +241,42 @@ def _diverged(job: JobView, reason: str) -> Decision:
     """Retrying the same data order diverges again: fail at once, or roll back once."""
     if job.rollback_on_divergence and job.rollbacks == 0:
         message = f"{reason}; resuming from it once with a different data-order seed"
-        return _next_or_pause(job, {}, "rolled_back", message)
-    fields = {"reason": reason, "pause_requested": False}
-    return Decision(JobState.FAILED, fields, event="diverged", message=reason)
+        return _next_or_pause(job, JobChanges(), "rolled_back", message)
+    changes = JobChanges(reason=reason, pause_requested=False)
+    return Decision(JobState.FAILED, changes, event="diverged", message=reason)
 
 
 def decide_unlaunchable(reason: str) -> Decision:
     """The planner will not launch this job's next session as specified (a queued job): no
     retry would change that, so the job fails with the reason."""
-    fields = {"reason": reason, "pause_requested": False}
-    return Decision(JobState.FAILED, fields, event="failed", message=reason)
+    changes = JobChanges(reason=reason, pause_requested=False)
+    return Decision(JobState.FAILED, changes, event="failed", message=reason)
 
 
 def decide_launch_failure(job: JobView, reason: str, final: bool = False) -> Decision:
     """A launch the backend refused for good (not a transient error). `final`: the account
     itself may not run it, so no retry can help: the job fails now, not after max_failures."""
     if final:
-        fields = {"failures": job.failures + 1, "reason": reason, "pause_requested": False}
-        return Decision(JobState.FAILED, fields, event="failed", message=reason)
+        changes = JobChanges(failures=job.failures + 1, reason=reason, pause_requested=False)
+        return Decision(JobState.FAILED, changes, event="failed", message=reason)
     return _count_failure(job, reason)
 
 
-def _count_failure(job: JobView, reason: str, fields: dict[str, Any] | None = None) -> Decision:
+def _count_failure(job: JobView, reason: str, changes: JobChanges = NO_CHANGES) -> Decision:
     failures = job.failures + 1
-    fields = {**(fields or {}), "failures": failures}
+    changes = replace(changes, failures=failures)
     if failures > job.max_failures:
         message = f"{failures} consecutive failed segments; last: {reason}"
-        fields |= {"reason": message, "pause_requested": False}
-        return Decision(JobState.FAILED, fields, event="failed", message=message)
-    return _next_or_pause(job, fields, "segment_failed", reason)
+        changes = replace(changes, reason=message, pause_requested=False)
+        return Decision(JobState.FAILED, changes, event="failed", message=message)
+    return _next_or_pause(job, changes, "segment_failed", reason)
 
 
-def _next_or_pause(job: JobView, fields: dict[str, Any], event: str, message: str) -> Decision:
+def _next_or_pause(job: JobView, changes: JobChanges, event: str, message: str) -> Decision:
     if job.pause_requested:
-        return Decision(JobState.PAUSED, {**fields, "pause_requested": False}, event, message)
-    return Decision(JobState.QUEUED, fields, event, message)
+        paused = replace(changes, pause_requested=False)
+        return Decision(JobState.PAUSED, paused, event, message)
+    return Decision(JobState.QUEUED, changes, event, message)
 
 
 def decide_quota(job: JobView, refresh_at: datetime | None, now: datetime) -> Decision | None:
@@ -249,10 +284,10 @@ def decide_quota(job: JobView, refresh_at: datetime | None, now: datetime) -> De
     if job.state is JobState.QUEUED and refresh_at is not None and refresh_at > now:
         return Decision(
             JobState.WAITING,
-            {"wait_until": refresh_at},
+            JobChanges(wait_until=refresh_at),
             event="quota_exhausted",
             message=f"quota spent; resumes after {refresh_at.isoformat()}",
         )
     if job.state is JobState.WAITING and (refresh_at is None or refresh_at <= now):
-        return Decision(JobState.QUEUED, {"wait_until": None}, event="quota_refreshed")
+        return Decision(JobState.QUEUED, JobChanges(wait_until=None), event="quota_refreshed")
     return None

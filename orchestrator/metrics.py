@@ -9,7 +9,7 @@ each Celery worker on its own metrics port (`baton worker --metrics-port`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -40,6 +40,7 @@ from orchestrator.backends.registry import BackendResolver
 from orchestrator.db import Database
 from orchestrator.lifecycle import JobState
 from orchestrator.models import Job, Segment, utcnow
+from worker.boundary.heartbeat import Heartbeat
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -129,7 +130,7 @@ class DatabaseCollector(Collector):
         for backend, launched_at, ended_at in ended:
             seconds = max(0.0, (ended_at - launched_at).total_seconds())
             by_backend.setdefault(backend, []).append(seconds)
-            if _aware(ended_at) >= since:
+            if ended_at >= since:
                 used[backend] = used.get(backend, 0.0) + seconds
         histogram = HistogramMetricFamily(
             "baton_segment_duration_seconds", "Session time of ended segments", labels=["backend"]
@@ -150,11 +151,6 @@ class DatabaseCollector(Collector):
         for backend, seconds in sorted(used.items()):
             quota.add_metric([backend], seconds)
         yield quota
-
-
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes; Baton stores UTC.
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=utcnow().tzinfo)
 
 
 def api_registry(db: Database) -> CollectorRegistry:
@@ -218,8 +214,11 @@ class CountingBackend:
     def log_file(self, handle: str) -> Path | None:
         return self._counted(self.inner.log_file, handle)
 
-    def progress(self, handle: str) -> dict[str, Any] | None:
+    def progress(self, handle: str) -> Heartbeat | None:
         return self._counted(self.inner.progress, handle)
+
+    def queue_reason(self, handle: str) -> str | None:
+        return self._counted(self.inner.queue_reason, handle)
 
 
 class CountingBackends:

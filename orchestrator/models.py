@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -19,13 +19,43 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 
 from orchestrator.clock import utcnow as utcnow  # re-exported: most callers take it from here
 
 
+class UtcDateTime(TypeDecorator[datetime]):
+    """Every time column: aware UTC in, aware UTC out, on both databases.
+
+    PostgreSQL keeps the zone (`timestamptz`); SQLite keeps none and hands back naive values,
+    which are UTC because nothing else is ever written. A naive value is refused on the way in:
+    it is a bug (a clock that is not orchestrator.clock's), not a time to guess the zone of.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value.isoformat()} for a UTC column")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 class Base(DeclarativeBase):
-    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSON,
+        list[Any]: JSON,
+        datetime: UtcDateTime,
+    }
 
 
 class User(Base):
@@ -33,7 +63,7 @@ class User(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class ApiToken(Base):
@@ -44,10 +74,10 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(64))
     # sha256 of the token: the token itself is never stored.
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column()
     # Updated at most once a minute (orchestrator/auth.py), so reads stay reads.
-    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column()
     # The admin token made at start-up from BATON_ADMIN_TOKEN or the token file: replaced,
     # not kept, when that changes.
     bootstrap: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
@@ -63,8 +93,8 @@ class UiSession(Base):
     token_id: Mapped[str] = mapped_column(
         ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True
     )
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column()
 
 
 class Job(Base):
@@ -82,7 +112,7 @@ class Job(Base):
     steps_done: Mapped[int] = mapped_column(Integer, default=0)
     failures: Mapped[int] = mapped_column(Integer, default=0)
     pause_requested: Mapped[bool] = mapped_column(Boolean, default=False)
-    wait_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    wait_until: Mapped[datetime | None] = mapped_column()
     reason: Mapped[str | None] = mapped_column(Text)
     # Why a queued job is not launched yet (no free slot, backing off), shown to the user.
     queue_reason: Mapped[str | None] = mapped_column(Text)
@@ -90,15 +120,15 @@ class Job(Base):
     slot_key: Mapped[str | None] = mapped_column(String(160), index=True)
     # The per-job claim: only the owner of an unexpired lease drives the job.
     claim_owner: Mapped[str | None] = mapped_column(String(96))
-    claim_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    claim_expires_at: Mapped[datetime | None] = mapped_column()
     # Backoff is state: nothing looks at the job again before this (None: due now).
-    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(index=True)
     # Consecutive transient backend errors, the exponent of the backoff.
     transient_errors: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column()
+    finished_at: Mapped[datetime | None] = mapped_column()
 
 
 class Segment(Base):
@@ -125,9 +155,9 @@ class Segment(Base):
     # The latest heartbeat of the running session (Backend.progress), if the backend has one.
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     error: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    launched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    launched_at: Mapped[datetime | None] = mapped_column()
+    ended_at: Mapped[datetime | None] = mapped_column()
 
 
 class Checkpoint(Base):
@@ -143,7 +173,7 @@ class Checkpoint(Base):
     manifest: Mapped[dict[str, Any]] = mapped_column(JSON)
     # Why this checkpoint failed verification; a rejected checkpoint is never resumed from.
     rejected: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Event(Base):
@@ -156,7 +186,7 @@ class Event(Base):
     from_state: Mapped[str | None] = mapped_column(String(16))
     to_state: Mapped[str | None] = mapped_column(String(16))
     message: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class KaggleCredential(Base):
@@ -168,8 +198,8 @@ class KaggleCredential(Base):
     username: Mapped[str] = mapped_column(String(64))
     # A Fernet token from SecretBox: the API key itself is never stored.
     key_ciphertext: Mapped[str] = mapped_column(String(1024))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Notification(Base):
@@ -184,10 +214,10 @@ class Notification(Base):
     hook_index: Mapped[int] = mapped_column(Integer)  # which of the spec's webhooks
     state: Mapped[str] = mapped_column(String(16), index=True)  # pending, delivered, failed
     attempts: Mapped[int] = mapped_column(Integer, default=0)
-    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    next_attempt_at: Mapped[datetime] = mapped_column(index=True)
     last_error: Mapped[str | None] = mapped_column(String(500))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column()
 
 
 class NotificationCursor(Base):

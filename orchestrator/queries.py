@@ -44,6 +44,7 @@ from orchestrator.eta import (
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
 from orchestrator.models import Checkpoint, Event, Job, Segment
 from orchestrator.session_timings import SessionTimings
+from orchestrator.spec import stored_spec
 from orchestrator.wire import (
     CheckpointOut,
     EtaOut,
@@ -53,14 +54,15 @@ from orchestrator.wire import (
     LiveProgress,
     MetricPoint,
     SegmentOut,
-    SegmentTimings,
 )
 from worker.boundary.contract import (
     DEFAULT_K_STEPS,
     DEFAULT_SAFETY_SECONDS,
     MarginPolicy,
+    SegmentSpec,
     WatchdogPolicy,
 )
+from worker.boundary.heartbeat import Heartbeat
 
 
 class SegmentFacts(Protocol):
@@ -124,11 +126,6 @@ class JobNotVisible(LookupError):
     def __init__(self, job_id: str) -> None:
         super().__init__(job_id)  # the API answers "job <id> not found"
         self.job_id = job_id
-
-
-def as_utc(value: datetime) -> datetime:
-    # SQLite hands back naive datetimes; every stored time is UTC.
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 
 def own_job(session: Session, user_id: str, job_id: str) -> Job:
@@ -345,11 +342,9 @@ def job_out(
     quota: QuotaPlan | None = None,
 ) -> JobOut:
     """The job with its live progress and ETA; `segments` are the job's, in index order."""
-    rule = job.spec.get("session") or {}
-    margin = rule.get("margin") or {}
-    session = SessionLimits.read(
-        rule.get("limit_seconds"), margin.get("k_steps"), margin.get("safety_seconds")
-    )
+    rule = stored_spec(job.spec).session
+    margin = MarginPolicy(rule.margin.k_steps, rule.margin.safety_seconds)
+    session = SessionLimits(rule.limit_seconds, margin)
     out = JobOut.model_validate(job)
     out.progress, out.eta = _progress_and_eta(job, segments, session=session, now=now, quota=quota)
     return out
@@ -436,7 +431,7 @@ def job_eta(
     current_left = None
     start = now
     if active is not None and active.launched_at is not None:
-        elapsed = (now - as_utc(active.launched_at)).total_seconds()
+        elapsed = (now - active.launched_at).total_seconds()
         # Before its first heartbeat a session is still starting: its steps begin once the
         # start-up and load earlier sessions took are over.
         setup = statistics.median([t.setup for t in timings]) if timings else 0.0
@@ -444,7 +439,7 @@ def job_eta(
         current_left = max(0.0, active.limit_seconds - elapsed - starting - tail - stop_margin)
         start = now + timedelta(seconds=starting)
     if job.state == JobState.WAITING and job.wait_until is not None:
-        start = max(start, as_utc(job.wait_until))
+        start = max(start, job.wait_until)
     done = progress.step if progress else job.steps_done
     return estimate_with_range(
         EtaInputs(
@@ -466,7 +461,7 @@ def job_eta(
 def _mean_idle(segments: Sequence[SegmentFacts]) -> float:
     """The mean gap between one session's end and the next one's launch."""
     gaps = [
-        (as_utc(after.launched_at) - as_utc(before.ended_at)).total_seconds()
+        (after.launched_at - before.ended_at).total_seconds()
         for before, after in itertools.pairwise(segments)
         if before.ended_at is not None and after.launched_at is not None
     ]
@@ -499,15 +494,15 @@ def live_progress(
     """Where the running segment is: its heartbeat, or an estimate where none reaches us."""
     if active is None or active.launched_at is None:
         return None
-    beat = active.progress
-    if isinstance(beat, dict) and isinstance(beat.get("step"), int):
+    beat = Heartbeat.from_json(active.progress)
+    if beat is not None:
         return _from_heartbeat(active, beat, job.total_steps, now)
     if job.backend != "kaggle":
         return None  # a heartbeat is on its way (the session is still starting): no guessing
     step_seconds = _previous_step_seconds(active)
     if step_seconds is None or step_seconds <= 0:
         return None
-    elapsed = max(0.0, (now - as_utc(active.launched_at)).total_seconds())
+    elapsed = max(0.0, (now - active.launched_at).total_seconds())
     steps = int(elapsed / step_seconds)
     return LiveProgress(
         segment_index=active.index,
@@ -520,46 +515,31 @@ def live_progress(
 
 
 def _from_heartbeat(
-    active: SegmentFacts, beat: dict[str, Any], total_steps: int, now: datetime
+    active: SegmentFacts, beat: Heartbeat, total_steps: int, now: datetime
 ) -> LiveProgress:
-    loss = beat.get("loss")
-    raw_step_seconds = beat.get("step_seconds")
-    step_seconds = float(raw_step_seconds) if isinstance(raw_step_seconds, int | float) else None
-    raw_at = beat.get("at")
-    at = datetime.fromtimestamp(float(raw_at), UTC) if isinstance(raw_at, int | float) else None
+    launched = _launch_spec(active)
+    watchdog = launched.watchdog if launched is not None else WatchdogPolicy()
     return LiveProgress(
         segment_index=active.index,
-        step=min(total_steps, max(active.start_step, int(beat["step"]))),
-        loss=float(loss) if isinstance(loss, int | float) else None,
-        step_seconds=step_seconds,
-        at=at,
+        step=min(total_steps, max(active.start_step, beat.step)),
+        loss=beat.loss,
+        step_seconds=beat.step_seconds,
+        at=beat.written_at,
         estimated=False,
-        stalled=at is not None and heartbeat_stalled(active, at, step_seconds, now),
-        phases=_phases(beat.get("phases")),
+        stalled=beat.stalled(watchdog, now),
+        phases=beat.phases,
     )
 
 
-def _phases(raw: Any) -> dict[str, float] | None:
-    if not isinstance(raw, dict):
-        return None
-    return {k: float(v) for k, v in raw.items() if isinstance(v, int | float) and v >= 0}
-
-
-def heartbeat_stalled(
-    active: SegmentFacts, at: datetime, step_seconds: float | None, now: datetime
-) -> bool:
-    """Older than the hang bound the session itself runs under (its launch spec's watchdog)."""
-    watchdog = WatchdogPolicy(**((active.launch_spec or {}).get("watchdog") or {}))
-    if watchdog.hang_floor_seconds <= 0:
-        return False
-    return (now - at).total_seconds() > watchdog.hang_bound(step_seconds)
+def _launch_spec(active: SegmentFacts) -> SegmentSpec | None:
+    """The SegmentSpec the session was sent (the read layer leaves it unread for ended ones)."""
+    return SegmentSpec.from_dict(active.launch_spec) if active.launch_spec else None
 
 
 def _previous_step_seconds(active: SegmentFacts) -> float | None:
     # The launch spec carries the step time the previous segments measured.
-    estimates = (active.launch_spec or {}).get("estimates") or {}
-    value = estimates.get("step_seconds")
-    return float(value) if isinstance(value, int | float) else None
+    launched = _launch_spec(active)
+    return launched.estimates.step_seconds if launched is not None else None
 
 
 def list_segments(session: Session, user_id: str, job_id: str) -> list[SegmentOut]:
@@ -583,7 +563,7 @@ def segment_out(segment: Segment, checkpoint: Checkpoint | None) -> SegmentOut:
             "start_step": segment.start_step,
             "end_step": segment.end_step,
             "limit_seconds": segment.limit_seconds,
-            "timings": SegmentTimings(**segment.timings) if segment.timings else None,
+            "timings": SessionTimings.from_json(segment.timings),
             "error": segment.error,
             "checkpoint": checkpoint.manifest if checkpoint else None,
             "created_at": segment.created_at,

@@ -33,7 +33,6 @@ from orchestrator.db import Database
 from orchestrator.metrics import RECONCILE_LAG, RECONCILES
 from orchestrator.models import Job, utcnow
 from orchestrator.notifier import Deliveries, deliver_due_notifications
-from orchestrator.queries import as_utc
 from orchestrator.service import Services, build_services, build_webhook_client
 from orchestrator.transitions import StaleState
 from worker.kaggle_access.client import ClientFactory, production_client
@@ -113,7 +112,7 @@ def reconcile_lag(db: Database, job_id: str, due_seen_at: float | None) -> float
     with db.transaction() as session:
         due_at = session.scalar(select(Job.next_attempt_at).where(Job.id == job_id))
     if due_at is not None:
-        return max(0.0, (utcnow() - as_utc(due_at)).total_seconds())
+        return max(0.0, (utcnow() - due_at).total_seconds())
     if due_seen_at is not None:
         return max(0.0, time.time() - due_seen_at)
     return None  # a nudge: nothing was late

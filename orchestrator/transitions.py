@@ -6,12 +6,15 @@ row first, and the caller re-reads instead of overwriting.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from orchestrator.lifecycle import (
+    NO_CHANGES,
+    JobChanges,
     JobState,
     SegmentState,
     job_transition_allowed,
@@ -44,10 +47,13 @@ def record_event(
     from_state: str | None = None,
     to_state: str | None = None,
     message: str | None = None,
+    at: datetime | None = None,
 ) -> None:
+    """One event row, stamped `at` (the engine's clock) or, without one, the wall clock."""
     session.add(
         Event(
             job_id=job_id,
+            created_at=at or utcnow(),
             segment_index=segment_index,
             kind=kind,
             from_state=from_state,
@@ -65,18 +71,20 @@ def set_job_state(
     *,
     event: str,
     message: str | None = None,
-    **fields: Any,
+    changes: JobChanges = NO_CHANGES,
+    now: datetime,
 ) -> None:
-    """Move a job from `expected` to `target` (None: keep the state, update fields only)."""
+    """Move a job from `expected` to `target` (None: keep the state, write `changes` only), at
+    `now` by the engine's clock."""
     if target is not None and not job_transition_allowed(expected, target):
         raise IllegalTransition(f"job {job_id}: {expected} -> {target} is not allowed")
-    values: dict[str, Any] = {**_storable_fields(fields), "updated_at": utcnow()}
+    values: dict[str, Any] = {**_storable_fields(changes.values()), "updated_at": now}
     if target is not None:
         values["state"] = target.value
         if target is JobState.RUNNING:
-            values.setdefault("started_at", utcnow())
+            values.setdefault("started_at", now)
         if target in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
-            values["finished_at"] = utcnow()
+            values["finished_at"] = now
         elif expected is JobState.FAILED:
             values["finished_at"] = None
     statement = (
@@ -94,6 +102,7 @@ def set_job_state(
         from_state=expected.value,
         to_state=(target or expected).value,
         message=message,
+        at=now,
     )
 
 
@@ -103,8 +112,10 @@ def set_segment_state(
     target: SegmentState,
     *,
     message: str | None = None,
+    now: datetime,
     **fields: Any,
 ) -> None:
+    """Move a segment to `target`, writing `fields` with it, at `now` by the engine's clock."""
     expected = SegmentState(segment.state)
     if not segment_transition_allowed(expected, target):
         raise IllegalTransition(f"segment {segment.launch_id}: {expected} -> {target}")
@@ -124,4 +135,5 @@ def set_segment_state(
         from_state=expected.value,
         to_state=target.value,
         message=message,
+        at=now,
     )

@@ -6,11 +6,10 @@ without importing anything from orchestrator/api/.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from pydantic import (
-    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -20,6 +19,7 @@ from pydantic import (
 )
 
 from orchestrator.clock import utcnow
+from orchestrator.session_timings import SessionTimings
 from orchestrator.webhooks import redact_spec
 
 
@@ -27,16 +27,6 @@ class _Wire(BaseModel):
     # Each model's validator is built on first use, not at import: the CLI uses a few of them
     # and must start at once (benchmarks/cli_latency.py).
     model_config = ConfigDict(defer_build=True)
-
-
-def _utc(value: datetime) -> datetime:
-    # SQLite hands back naive datetimes; every stored time is UTC.
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
-
-
-# A time read from the database, as UTC. On these fields only: a validator on every field cost
-# the job list a Python call per field and job (benchmarks/list_cpu.py).
-StoredTime = Annotated[datetime, AfterValidator(_utc)]
 
 
 class _FromRow(_Wire):
@@ -51,7 +41,7 @@ class LiveProgress(_FromRow):
     step: int
     loss: float | None
     step_seconds: float | None
-    at: StoredTime | None  # when the heartbeat was written (or the estimate made)
+    at: datetime | None  # when the heartbeat was written (or the estimate made)
     estimated: bool
     # The heartbeat is older than the session's hang bound: it stopped (a frozen process, a
     # wedged host) and the session's own watchdog did not end it.
@@ -81,15 +71,15 @@ class JobSummary(_FromRow):
     steps_done: int
     total_steps: int
     pause_requested: bool
-    wait_until: StoredTime | None
+    wait_until: datetime | None
     reason: str | None
     # Why a queued job has not been launched yet (no free session slot), or why its launched
     # session still waits in the backend's own queue (Slurm's pending reason).
     queue_reason: str | None = None
-    created_at: StoredTime
-    updated_at: StoredTime
-    started_at: StoredTime | None
-    finished_at: StoredTime | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
     # Set by the read layer (orchestrator/queries.py) while a segment runs.
     progress: LiveProgress | None = None
     eta: EtaOut | None = None
@@ -123,19 +113,6 @@ class JobList(_Wire):
     next_cursor: str | None = None
 
 
-class SegmentTimings(_Wire):
-    startup: float | None = None
-    load: float | None = None
-    train: float | None = None
-    save: float | None = None
-    upload: float | None = None
-    total: float | None = None
-    session: float | None = None  # the backend's wall time for the whole session
-    step_ema: float | None = None  # moving average of one training step
-    transport: str | None = None  # how the checkpoint crossed: "kernel" or "orchestrator"
-    link_bytes: int | None = None  # checkpoint bytes through the orchestrator's link
-
-
 class SegmentOut(_FromRow):
     index: int
     state: str
@@ -143,12 +120,12 @@ class SegmentOut(_FromRow):
     start_step: int
     end_step: int | None
     limit_seconds: float
-    timings: SegmentTimings | None
+    timings: SessionTimings | None  # what the session and the orchestrator measured
     error: str | None
     checkpoint: dict[str, Any] | None
-    created_at: StoredTime
-    launched_at: StoredTime | None
-    ended_at: StoredTime | None
+    created_at: datetime
+    launched_at: datetime | None
+    ended_at: datetime | None
 
 
 class EventOut(_FromRow):
@@ -158,7 +135,7 @@ class EventOut(_FromRow):
     from_state: str | None
     to_state: str | None
     message: str | None
-    created_at: StoredTime
+    created_at: datetime
 
 
 class CheckpointOut(_FromRow):
@@ -167,7 +144,7 @@ class CheckpointOut(_FromRow):
     model_digest: str
     bytes: int
     manifest: dict[str, Any]
-    created_at: StoredTime
+    created_at: datetime
     # Whether its files are still kept (downloadable); False: pruned by retention, or rejected.
     kept: bool = True
     rejected: str | None = None

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from hypothesis import settings as hypothesis_settings
-from sqlalchemy import create_engine, text
 
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.config import Settings
 from orchestrator.db import Database
-from orchestrator.migrate import upgrade
 from orchestrator.private_files import sqlite_file
 from orchestrator.reference import run_uninterrupted
 from orchestrator.service import prestart
@@ -29,18 +27,21 @@ from tests.factories import (
     live_server,
     make_settings,
     reference_digest,
-    require_services,
     running_api,
 )
 from tests.kaggle_emulator import Emulator, start_emulator
 from tests.scale.cluster import Cluster, RedisServer
 from tests.support.chains import run_chain, run_segment, run_whole
-from tests.support.databases import copy_migrated, seed_migrated
+from tests.support.databases import (
+    cloned_postgres,
+    copy_migrated,
+    enter_postgres,
+    postgres_schema,
+    seed_migrated,
+)
 from tests.support.marks import starts_processes, starts_processes_in
 from tests.support.segments import run_worker, start_worker, terminate_after_step
 from tests.support.supervisors import end_leftover_supervisors
-
-POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 # Property-based tests (Hypothesis). "ci", the default everywhere: the same examples on every run
 # (derandomized, no example database), so a failure in CI is reproduced by running the test
@@ -139,28 +140,33 @@ def kaggle_api(settings: Settings, emulator: Emulator) -> Iterator[TestClient]:
         yield client
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A migrated-from-scratch database: SQLite in a temp dir, or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
+def _database_of_its_own(
+    dialect: str, tmp_path: Path, postgres: Callable[[], AbstractContextManager[str]]
+) -> Iterator[str]:
+    """A SQLite file path in the test's temp dir, or the URL of `postgres()` while the test runs."""
+    if dialect == "sqlite":
         yield f"sqlite:///{tmp_path / 'test.db'}"
         return
-    schema = f"t_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(POSTGRES_URL)
-    try:
-        with admin.begin() as connection:
-            connection.execute(text(f"CREATE SCHEMA {schema}"))
-    except Exception as exc:
-        admin.dispose()
-        if require_services():
-            raise
-        pytest.skip(f"PostgreSQL not reachable: {exc}")
-    try:
-        yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
+    with ExitStack() as stack:
+        yield enter_postgres(stack, postgres)
+
+
+DIALECTS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)]
+
+
+@pytest.fixture(params=DIALECTS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database of this test's own: a SQLite file path (the migrated template is copied there
+    by `migrated_db` or `seed_migrated`, tests/support/databases.py), or a PostgreSQL database
+    cloned from one migrated once per test process."""
+    yield from _database_of_its_own(request.param, tmp_path, cloned_postgres)
+
+
+@pytest.fixture(params=DIALECTS)
+def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database, for migrating from scratch: SQLite in a temp dir, or a fresh
+    PostgreSQL schema."""
+    yield from _database_of_its_own(request.param, tmp_path, postgres_schema)
 
 
 @pytest.fixture
@@ -174,12 +180,11 @@ def sqlite_db(tmp_path: Path) -> Iterator[Database]:
 
 @pytest.fixture
 def migrated_db(database_url: str) -> Iterator[Database]:
-    """`database_url` migrated, as a Database: SQLite (a copy of one migrated once per test
-    process), and PostgreSQL where it runs."""
+    """`database_url` migrated, as a Database: SQLite and PostgreSQL (where it runs), each a
+    clone of one migrated once per test process."""
     file = sqlite_file(database_url)
     if file is not None:
         copy_migrated(file)
-    upgrade(database_url)
     database = Database(database_url)
     yield database
     database.dispose()

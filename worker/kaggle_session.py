@@ -24,6 +24,7 @@ from typing import Any
 
 from worker.accelerator import Accelerators, accelerator_problem, visible_accelerators
 from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
+from worker.boundary.kernel_options import KernelControl, KernelOptions
 from worker.boundary.launch_id import LaunchId
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESUME_PATH, SessionPaths
 from worker.control import relay
@@ -129,17 +130,18 @@ def ensure_kaggle_client() -> None:
         install_requirements(list(KAGGLE_CLIENT_REQUIREMENTS))
 
 
-def prepare_session(segment: dict[str, Any], options: dict[str, Any], root: Path) -> Path:
+def prepare_session(segment: dict[str, Any], options: KernelOptions, root: Path) -> Path:
     """Write the session root the worker reads: segment.json plus input/checkpoint."""
     kaggle = SessionPaths(root)
     session = SessionPaths(Path(tempfile.mkdtemp(prefix="baton-session-")))
     spec = dict(segment, output_dir=str(kaggle.working), resume_path=None)
     if segment.get("expect"):
-        measured = options.get("checkpoint_mount")
+        measured = options.checkpoint_mount
+        assert options.checkpoint_file is not None  # a resumed segment's options name it
         mounted = find_mounted_checkpoint(
             kaggle.input,
-            options["checkpoint_dataset"],
-            options["checkpoint_file"],
+            options.checkpoint_dataset,
+            options.checkpoint_file,
             root / measured if measured else None,
         )
         if mounted is not None:
@@ -150,9 +152,9 @@ def prepare_session(segment: dict[str, Any], options: dict[str, Any], root: Path
     return session.root
 
 
-def fail_without_accelerator(segment: dict[str, Any], options: dict[str, Any], root: Path) -> bool:
+def fail_without_accelerator(segment: dict[str, Any], options: KernelOptions, root: Path) -> bool:
     """Whether the promised accelerator is missing; if so, the segment's result says why."""
-    promised = Accelerators(**options.get("accelerator", {}))
+    promised = Accelerators(gpus=options.promised_gpus, tpu=options.promised_tpu)
     problem = accelerator_problem(promised, visible_accelerators())
     if problem is None:
         return False
@@ -174,14 +176,14 @@ def fail_without_accelerator(segment: dict[str, Any], options: dict[str, Any], r
 
 @contextmanager
 def owner_listening(
-    segment: dict[str, Any], options: dict[str, Any], session: Path
+    segment: dict[str, Any], options: KernelOptions, session: Path
 ) -> Iterator[None]:
     """While the worker trains, relay the owner's pause or cancel from the job's control dataset
     on Kaggle into the session's local control file (worker.control). Needs internet and the
     key in the BATON_KAGGLE_KEY Secret; without them the session runs to its limit, as before.
     Everything runs in its own thread, so the worker's start-up never waits for it."""
-    control = options.get("control")
-    if not control:
+    control = options.control
+    if control is None:
         yield
         return
     done = threading.Event()
@@ -199,7 +201,7 @@ def owner_listening(
         done.set()
 
 
-def _listen(control: dict[str, Any], launch_id: str, target: Path, done: threading.Event) -> None:
+def _listen(control: KernelControl, launch_id: str, target: Path, done: threading.Event) -> None:
     # Imported only here: the Kaggle client code is needed only by a kernel that listens.
     ensure_kaggle_client()
     from worker.kaggle_access.chaining import SECRET_LABEL
@@ -215,32 +217,33 @@ def _listen(control: dict[str, Any], launch_id: str, target: Path, done: threadi
             SECRET_LABEL,
         )
         return
-    account = KaggleAccount(control["username"], key, production_client)
-    dataset = ControlDataset(account, control["dataset"], Path(tempfile.mkdtemp()))
+    account = KaggleAccount(control.username, key, production_client)
+    dataset = ControlDataset(account, control.dataset, Path(tempfile.mkdtemp()))
     log.info("listening for the owner's commands on %s", dataset.ref)
-    relay(KaggleControlSource(dataset, launch_id), target, float(control["poll_seconds"]), done)
+    relay(KaggleControlSource(dataset, launch_id), target, control.poll_seconds, done)
 
 
-def run_kaggle_segment(segment: dict[str, Any], options: dict[str, Any], code: bytes) -> int:
+def run_kaggle_segment(segment: dict[str, Any], raw_options: dict[str, Any], code: bytes) -> int:
     """Train the segment; with self-chaining, then publish it and push the next one."""
+    options = KernelOptions.from_json(raw_options)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     root = kaggle_root()
     if fail_without_accelerator(segment, options, root):
         return EXIT_FAILED
-    install_requirements(list(options.get("requirements", [])))
+    install_requirements(options.requirements)
     session = prepare_session(segment, options, root)
-    origin = session_origin(float(options.get("boot_offset_seconds") or 0.0))
+    origin = session_origin(options.boot_offset_seconds)
     log.info("session origin %.1f s before this process started", process_start_time() - origin)
     with owner_listening(segment, options, session):
         exit_code = run_worker(["--root", str(session), "--started-at", repr(origin)])
     deadline = origin + float(segment["limit_seconds"]) - EXIT_SECONDS
-    if options.get("publish_dataset") and exit_code == 0:
+    if options.publish is not None and exit_code == 0:
         # The in-kernel transport (worker/kaggle_access/publish.py); the client as below.
         ensure_kaggle_client()
         from worker.kaggle_access.publish import publish_checkpoint
 
-        publish_checkpoint(options, SessionPaths(root).working, deadline)
-    elif options.get("self_chain") and exit_code == 0:
+        publish_checkpoint(options.publish, SessionPaths(root).working, deadline)
+    elif options.chain is not None and exit_code == 0:
         # Imported only here: the Kaggle client code travels only with self-chaining kernels.
         ensure_kaggle_client()
         from worker.kaggle_access.chaining import chain

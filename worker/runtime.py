@@ -27,6 +27,7 @@ from worker.boundary.contract import (
     SegmentSpec,
     write_json_atomic,
 )
+from worker.boundary.heartbeat import Heartbeat
 from worker.boundary.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
 from worker.boundary.paths import HEARTBEAT_FILE, RESULT_FILE, SEGMENT_FILE, SessionPaths
 from worker.checkpoint import (
@@ -361,19 +362,19 @@ class SegmentRunner:
             return
         self.progress.last_beat = now
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        beat = {
-            "step": self.progress.step,
-            "loss": float(loss) if loss is not None else None,
-            "step_seconds": self.budget.step_ema,
-            "at": now,
+        beat = Heartbeat(
+            step=self.progress.step,
+            at=now,
+            loss=float(loss) if loss is not None else None,
+            step_seconds=self.budget.step_ema,
             # Where the session's time went so far: the page draws a running session by phase.
-            "phases": {
+            phases={
                 "startup": self.result.timings.startup,
                 "load": self.result.timings.load,
                 "train": self.progress.train_seconds,
             },
-        }
-        write_json_atomic(self.output_dir / HEARTBEAT_FILE, beat)
+        )
+        write_json_atomic(self.output_dir / HEARTBEAT_FILE, beat.to_json())
 
     def _record(self, metrics: dict[str, float]) -> None:
         self.result.metrics.append(metrics)

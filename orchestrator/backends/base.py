@@ -15,10 +15,11 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from worker.boundary.contract import SegmentResult, SegmentSpec
 from worker.boundary.errors import AccountRefused, BackendError, Gone, Rejected, Transient
+from worker.boundary.heartbeat import Heartbeat
 from worker.boundary.manifest import Manifest
 
 __all__ = [
@@ -133,7 +134,12 @@ class Backend(Protocol):
         its lines from an offset), or None where none is here (yet)."""
         ...
 
-    def progress(self, handle: str) -> dict[str, Any] | None:
-        """The running session's latest heartbeat (worker.boundary.paths.HEARTBEAT_FILE), or None
+    def queue_reason(self, handle: str) -> str | None:
+        """Why a launched session still waits in the backend's own queue (Slurm's pending
+        reason), or None where it does not wait or the backend has no queue of its own."""
+        ...
+
+    def progress(self, handle: str) -> Heartbeat | None:
+        """The running session's latest heartbeat (worker.boundary.heartbeat), or None
         where nothing reaches into a running session (Kaggle)."""
         ...

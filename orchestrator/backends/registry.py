@@ -14,7 +14,7 @@ from orchestrator.credentials import load_kaggle_credentials
 from orchestrator.db import Database
 from orchestrator.models import Job
 from orchestrator.secret_box import SecretBox
-from orchestrator.spec import KaggleSpec, SlurmSpec
+from orchestrator.spec import stored_spec
 from worker.kaggle_access.client import (
     DEFAULT_TIMEOUT_SECONDS,
     ClientFactory,
@@ -64,7 +64,9 @@ class Backends:
         if job.backend == "slurm":
             if self.slurm is None:
                 raise Rejected("this orchestrator has no Slurm site configured")
-            return self.slurm.backend(SlurmSpec.model_validate(job.spec["slurm"]))
+            slurm = stored_spec(job.spec).slurm
+            assert slurm is not None  # a Slurm job's spec always has its options
+            return self.slurm.backend(slurm)
         if job.backend != "kaggle":
             return self.local
         with self.db.transaction() as session:
@@ -74,7 +76,8 @@ class Backends:
         account = KaggleAccount(
             credentials.username, credentials.key, self.kaggle_clients, self.kaggle_timeout
         )
-        options = KaggleSpec.model_validate(job.spec["kaggle"])
+        options = stored_spec(job.spec).kaggle
+        assert options is not None  # a Kaggle job's spec always has its options
         return KaggleBackend(
             account,
             job.id,

@@ -60,6 +60,7 @@ def _adopt(ctx: Context, segment: Segment, handle: str) -> None:
             message="found under its launch id after the launch's answer was lost",
             handle=handle,
             launched_at=ctx.clock(),
+            now=ctx.clock(),
         )
     segment.state, segment.handle = SegmentState.RUNNING.value, handle
 
@@ -82,4 +83,4 @@ def _end(
     if handle is not None and handle != segment.handle:
         fields["handle"] = handle
     with ctx.db.transaction() as session:
-        set_segment_state(session, segment, target, message=message, **fields)
+        set_segment_state(session, segment, target, message=message, **fields, now=ctx.clock())

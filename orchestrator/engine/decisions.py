@@ -3,31 +3,39 @@ what they decided (through transitions.py, the only state writer)."""
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
 from orchestrator.engine.text import clip
-from orchestrator.lifecycle import Decision, JobState, JobView
+from orchestrator.lifecycle import NO_CHANGES, Decision, JobChanges, JobState, JobView
 from orchestrator.models import Job
+from orchestrator.spec import stored_spec
 from orchestrator.transitions import set_job_state
 
 
 def job_view(job: Job, rollbacks: int = 0) -> JobView:
-    watchdog = job.spec["session"].get("watchdog") or {}
+    spec = stored_spec(job.spec)
     return JobView(
         state=JobState(job.state),
         steps_done=job.steps_done,
         total_steps=job.total_steps,
         failures=job.failures,
-        max_failures=int(job.spec["retry"]["max_failures"]),
+        max_failures=spec.retry.max_failures,
         pause_requested=job.pause_requested,
-        rollback_on_divergence=watchdog.get("on_divergence") == "rollback",
+        rollback_on_divergence=spec.session.watchdog.on_divergence == "rollback",
         rollbacks=rollbacks,
     )
 
 
-def apply_decision(session: Session, job: Job, decision: Decision, **extra: Any) -> None:
+def apply_decision(
+    session: Session,
+    job: Job,
+    decision: Decision,
+    extra: JobChanges = NO_CHANGES,
+    *,
+    now: datetime,
+) -> None:
     set_job_state(
         session,
         job.id,
@@ -35,6 +43,6 @@ def apply_decision(session: Session, job: Job, decision: Decision, **extra: Any)
         decision.to_state,
         event=decision.event,
         message=clip(decision.message),
-        **decision.fields,
-        **extra,
+        changes=decision.changes | extra,
+        now=now,
     )

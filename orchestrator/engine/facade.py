@@ -39,6 +39,7 @@ from orchestrator.lifecycle import (
     ACTIVE_SEGMENT_STATES,
     FINISHED_JOB_STATES,
     ActionConflict,
+    JobChanges,
     JobState,
     SegmentState,
     UserAction,
@@ -96,9 +97,11 @@ class Engine:
         with self.db.transaction() as session:
             session.add(job)
             session.flush()
-            record_event(session, job.id, "submitted", to_state=JobState.QUEUED.value)
+            record_event(
+                session, job.id, "submitted", to_state=JobState.QUEUED.value, at=self.clock()
+            )
             for warning in spec_warnings(job.spec):
-                record_event(session, job.id, "warning", message=warning)
+                record_event(session, job.id, "warning", message=warning, at=self.clock())
         return job
 
     def act(self, user_id: str, job_id: str, action: UserAction) -> Job:
@@ -114,7 +117,9 @@ class Engine:
                     if job is None or job.user_id != user_id:
                         raise JobNotFound(job_id)
                     decision = decide_user_action(job_view(job), action)
-                    apply_decision(session, job, decision, next_attempt_at=None)
+                    apply_decision(
+                        session, job, decision, JobChanges(next_attempt_at=None), now=self.clock()
+                    )
                 break
             except StaleState:
                 if attempt == _ACTION_ATTEMPTS - 1:
@@ -261,14 +266,11 @@ class Engine:
         return Next(None)
 
     def _wake_if_quota_refreshed(self, job: Job) -> Next:
-        now = self.clock()
-        refresh_at = job.wait_until
-        if refresh_at is not None and refresh_at.tzinfo is None:
-            refresh_at = refresh_at.replace(tzinfo=now.tzinfo)  # SQLite hands back naive UTC
+        now, refresh_at = self.clock(), job.wait_until
         decision = decide_quota(job_view(job), refresh_at, now)
         if decision is not None:
             with self.db.transaction() as session:
-                apply_decision(session, job, decision)
+                apply_decision(session, job, decision, now=now)
             return Next(None, again=True)
         assert refresh_at is not None
         return Next((refresh_at - now).total_seconds())
@@ -296,7 +298,9 @@ class Engine:
         log.warning("job %s: %s; next look in %.0f s", job.id, exc, delay)
         if errors == 1:
             with self.db.transaction() as session:
-                record_event(session, job.id, "backend_busy", message=clip(str(exc)))
+                record_event(
+                    session, job.id, "backend_busy", message=clip(str(exc)), at=self.clock()
+                )
         self._schedule(job.id, delay, transient_errors=errors)
 
     def _unreachable(self, job: Job, segment: Segment | None, why: str) -> None:
@@ -314,7 +318,8 @@ class Engine:
                     JobState.FAILED,
                     event="failed",
                     message=why,
-                    reason=clip(why),
+                    changes=JobChanges(reason=clip(why)),
+                    now=self.clock(),
                 )
         self._schedule(job.id, None)
 
@@ -336,7 +341,8 @@ class Engine:
                     JobState.FAILED,
                     event="internal_error",
                     message=reason,
-                    reason=reason,
+                    changes=JobChanges(reason=reason),
+                    now=self.clock(),
                 )
                 return
         if segment is not None:

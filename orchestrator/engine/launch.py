@@ -30,6 +30,7 @@ from orchestrator.engine.revisit import Next
 from orchestrator.engine.rollbacks import count_rollbacks
 from orchestrator.engine.text import clip
 from orchestrator.lifecycle import (
+    JobChanges,
     JobState,
     SegmentState,
     decide_launch_failure,
@@ -68,7 +69,8 @@ def admit_and_launch(ctx: Context, job: Job, backend: Backend, claim: Claim) -> 
                 JobState.FAILED,
                 event="failed",
                 message=reason,
-                reason=reason,
+                changes=JobChanges(reason=reason),
+                now=ctx.clock(),
             )
         return Next(None)
     slot = backend.slot
@@ -86,7 +88,7 @@ def admit_and_launch(ctx: Context, job: Job, backend: Backend, claim: Claim) -> 
         history = _history(session, job.id)
         too_short = too_short_for_startup(stored_spec(job.spec).session.limit_seconds, history)
         if too_short is not None:
-            apply_decision(session, job, decide_unlaunchable(too_short))
+            apply_decision(session, job, decide_unlaunchable(too_short), now=ctx.clock())
             return Next(None)
         if quota is not None and quota.seconds_left < minimum_session_seconds(history):
             return _wait_for_quota(ctx, session, job, quota)
@@ -115,7 +117,12 @@ def launch(ctx: Context, job: Job, segment: Segment, backend: Backend, claim: Cl
     # session through find(launch_id). The session is never cancelled by a side that lost.
     with ctx.db.transaction() as session:
         set_segment_state(
-            session, segment, SegmentState.RUNNING, handle=handle, launched_at=ctx.clock()
+            session,
+            segment,
+            SegmentState.RUNNING,
+            handle=handle,
+            launched_at=ctx.clock(),
+            now=ctx.clock(),
         )
     return Next(backend.poll_seconds)
 
@@ -132,7 +139,7 @@ def _wait_for_quota(ctx: Context, session: Session, job: Job, quota: Quota) -> N
     now = ctx.clock()
     decision = decide_quota(job_view(job), quota.refresh_at, now)
     if decision is not None:
-        apply_decision(session, job, decision)
+        apply_decision(session, job, decision, now=now)
     if quota.refresh_at is None:
         return Next(None)
     return Next(max(0.0, (quota.refresh_at - now).total_seconds()))
@@ -188,7 +195,8 @@ def _record_intent(
         JobState.RUNNING,
         event="segment_planned",
         message=f"segment {plan.index} from step {plan.start_step}",
-        queue_reason=None,
+        changes=JobChanges(queue_reason=None),
+        now=ctx.clock(),
     )
     return segment
 
@@ -229,7 +237,8 @@ def _fail_launch(
             message=reason,
             error=reason,
             ended_at=ctx.clock(),
+            now=ctx.clock(),
         )
         if fresh.state == JobState.RUNNING:
             decision = decide_launch_failure(job_view(fresh), reason, final=final)
-            apply_decision(session, fresh, decision)
+            apply_decision(session, fresh, decision, now=ctx.clock())

@@ -21,7 +21,8 @@ from orchestrator.session_timings import SessionTimings
 from orchestrator.spec import stored_spec
 from orchestrator.transitions import record_event, set_segment_state
 from orchestrator.webhooks import STALLED_EVENT
-from worker.boundary.contract import Outcome, WatchdogPolicy
+from worker.boundary.contract import CheckpointRef, Outcome, SegmentSpec
+from worker.boundary.heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)
 ENDED = (SessionStatus.FINISHED, SessionStatus.LOST)
@@ -35,13 +36,15 @@ def watch(ctx: Context, job: Job, segment: Segment, backend: Backend) -> Next:
             session.execute(
                 update(Segment).where(Segment.id == segment.id).values(stop_requested=True)
             )
-            record_event(session, job.id, "stop_requested", segment_index=segment.index)
+            record_event(
+                session, job.id, "stop_requested", segment_index=segment.index, at=ctx.clock()
+            )
     status = session_status(backend, segment.handle)
     if status not in ENDED:
         if overran(ctx, segment, backend):
             return _kill_overrun(ctx, job, segment, backend)
-        progress = _record_progress(ctx, segment, backend)
-        _note_backend_queue(ctx, job, status, progress)
+        _record_progress(ctx, segment, backend)
+        _note_backend_queue(ctx, job, segment, status, backend)
         return Next(backend.poll_seconds)
     try:
         collected = backend.collect(segment.handle, ctx.store.path(job.id, segment.index))
@@ -62,11 +65,8 @@ def overran(ctx: Context, segment: Segment, backend: Backend) -> bool:
     """The orchestrator's own backstop to the backend's hard limit."""
     if backend.overrun_slack_seconds is None or segment.launched_at is None:
         return False
-    launched = segment.launched_at
-    if launched.tzinfo is None:  # SQLite hands back naive UTC
-        launched = launched.replace(tzinfo=ctx.clock().tzinfo)
     limit = timedelta(seconds=segment.limit_seconds + backend.overrun_slack_seconds)
-    return ctx.clock() > launched + limit
+    return ctx.clock() > segment.launched_at + limit
 
 
 def _kill_overrun(ctx: Context, job: Job, segment: Segment, backend: Backend) -> Next:
@@ -77,30 +77,28 @@ def _kill_overrun(ctx: Context, job: Job, segment: Segment, backend: Backend) ->
     return Next(None, again=True)
 
 
-def _record_progress(ctx: Context, segment: Segment, backend: Backend) -> dict[str, Any] | None:
+def _record_progress(ctx: Context, segment: Segment, backend: Backend) -> None:
     assert segment.handle is not None
-    progress = backend.progress(segment.handle)
-    if progress is None:
-        return None
-    if progress == segment.progress:
-        _note_stalled(ctx, segment, progress)
-        return progress
+    beat = backend.progress(segment.handle)
+    if beat is None:
+        return
+    if beat == Heartbeat.from_json(segment.progress):
+        _note_stalled(ctx, segment, beat)
+        return
     with ctx.db.transaction() as session:
-        session.execute(update(Segment).where(Segment.id == segment.id).values(progress=progress))
-    return progress
+        session.execute(
+            update(Segment).where(Segment.id == segment.id).values(progress=beat.to_json())
+        )
 
 
 def _note_backend_queue(
-    ctx: Context, job: Job, status: SessionStatus, progress: dict[str, Any] | None
+    ctx: Context, job: Job, segment: Segment, status: SessionStatus, backend: Backend
 ) -> None:
-    """A launched session still waiting in the backend's own queue (Slurm's pending reason,
-    given as the progress's `waiting`) shows as the job's queue reason until it starts."""
-    waiting = progress.get("waiting") if progress else None
-    reason = (
-        clip(f"waiting in the queue: {waiting}")
-        if status is SessionStatus.QUEUED and isinstance(waiting, str)
-        else None
-    )
+    """A launched session still waiting in the backend's own queue (Slurm's pending reason)
+    shows as the job's queue reason until it starts."""
+    assert segment.handle is not None
+    waiting = backend.queue_reason(segment.handle) if status is SessionStatus.QUEUED else None
+    reason = clip(f"waiting in the queue: {waiting}") if waiting else None
     if reason == job.queue_reason:
         return
     with ctx.db.transaction() as session:
@@ -108,15 +106,10 @@ def _note_backend_queue(
     job.queue_reason = reason
 
 
-def _note_stalled(ctx: Context, segment: Segment, beat: dict[str, Any]) -> None:
+def _note_stalled(ctx: Context, segment: Segment, beat: Heartbeat) -> None:
     """One `stalled` event (a webhook) when the heartbeat is older than the hang bound."""
-    at, step_seconds = beat.get("at"), beat.get("step_seconds")
-    if not isinstance(at, int | float):
-        return
-    watchdog = WatchdogPolicy(**((segment.launch_spec or {}).get("watchdog") or {}))
-    step = float(step_seconds) if isinstance(step_seconds, int | float) else None
-    age = ctx.clock().timestamp() - float(at)
-    if watchdog.hang_floor_seconds <= 0 or age <= watchdog.hang_bound(step):
+    now = ctx.clock()
+    if not beat.stalled(SegmentSpec.from_dict(segment.launch_spec).watchdog, now):
         return
     with ctx.db.transaction() as session:
         noted = session.scalar(
@@ -127,9 +120,14 @@ def _note_stalled(ctx: Context, segment: Segment, beat: dict[str, Any]) -> None:
             )
         )
         if noted is None:
-            message = f"no heartbeat for {age:.0f} s (step {beat.get('step')})"
+            message = f"no heartbeat for {beat.age(now):.0f} s (step {beat.step})"
             record_event(
-                session, segment.job_id, STALLED_EVENT, segment_index=segment.index, message=message
+                session,
+                segment.job_id,
+                STALLED_EVENT,
+                segment_index=segment.index,
+                message=message,
+                at=ctx.clock(),
             )
 
 
@@ -155,7 +153,7 @@ def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> No
         fresh = session.get(Job, job.id)
         assert fresh is not None
         target = SegmentState.SUCCEEDED if committed else SegmentState.FAILED
-        set_segment_state(session, segment, target, message=reason, **fields)
+        set_segment_state(session, segment, target, message=reason, **fields, now=ctx.clock())
         if committed:
             assert collected.manifest is not None
             assert result is not None
@@ -168,8 +166,8 @@ def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> No
             diverged=result is not None and result.outcome == Outcome.DIVERGED,
         )
         decision = decide_segment_end(job_view(fresh, count_rollbacks(session, job.id)), end)
-        if decision.to_state is not None or decision.fields:
-            apply_decision(session, fresh, decision)
+        if decision.to_state is not None or decision.changes.values():
+            apply_decision(session, fresh, decision, now=ctx.clock())
         _wake_queued(session, segment.slot_key)
     if committed:
         # A finished job keeps only its newest `keep_when_done` (default: its final checkpoint).
@@ -196,18 +194,17 @@ def _check_resume_checkpoint(ctx: Context, job: Job, segment: Segment, error: st
     before refused the same checkpoint with the same error (a deterministic refusal, not a
     passing stale read), never offer it again: the next segment falls back to the newest older
     checkpoint that verifies, instead of burning the retries on it."""
-    expect = (segment.launch_spec or {}).get("expect")
-    if not expect:
+    expect = SegmentSpec.from_dict(segment.launch_spec).expect
+    if expect is None:
         return
-    index, step = int(expect["segment_index"]), int(expect["step"])
-    problem = ctx.store.verify(job.id, index, step)
+    problem = ctx.store.verify(job.id, expect.segment_index, expect.step)
     if problem is None and _refused_before(ctx, segment, expect, error):
         problem = f"two sessions in a row refused it: {error}"
     if problem is not None:
-        ctx.store.reject(job.id, index, problem)
+        ctx.store.reject(job.id, expect.segment_index, problem)
 
 
-def _refused_before(ctx: Context, segment: Segment, expect: dict[str, Any], error: str) -> bool:
+def _refused_before(ctx: Context, segment: Segment, expect: CheckpointRef, error: str) -> bool:
     with ctx.db.transaction() as session:
         previous = session.scalars(
             select(Segment).where(
@@ -217,6 +214,6 @@ def _refused_before(ctx: Context, segment: Segment, expect: dict[str, Any], erro
     return (
         previous is not None
         and previous.outcome == Outcome.REJECTED
-        and (previous.launch_spec or {}).get("expect") == expect
+        and SegmentSpec.from_dict(previous.launch_spec).expect == expect
         and (previous.error or previous.outcome) == error
     )

@@ -12,7 +12,7 @@ from sqlalchemy.exc import OperationalError
 
 from tests.benchmarks.conftest import EntryPoint
 from tests.factories import require_services
-from tests.scale.cluster import postgres_schema
+from tests.support.databases import postgres_schema
 
 
 @pytest.mark.integration

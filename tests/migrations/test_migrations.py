@@ -1,6 +1,6 @@
 """Alembic on SQLite and PostgreSQL: up from empty to the models' schema, one step down and up.
 
-The `database_url` fixture gives an empty SQLite file, or a fresh schema on this machine's
+The `empty_database_url` fixture gives an empty SQLite file, or a fresh schema on this machine's
 PostgreSQL (its search_path set through the URL).
 """
 
@@ -36,32 +36,32 @@ def _head() -> str:
     return head
 
 
-def test_upgrade_from_empty_gives_the_models_schema(database_url: str) -> None:
-    assert _state(database_url)[:2] == (None, set())
-    upgrade(database_url)
-    revision, tables, differences = _state(database_url)
+def test_upgrade_from_empty_gives_the_models_schema(empty_database_url: str) -> None:
+    assert _state(empty_database_url)[:2] == (None, set())
+    upgrade(empty_database_url)
+    revision, tables, differences = _state(empty_database_url)
     assert revision == _head()
     assert tables == set(Base.metadata.tables)
     assert differences == []
 
 
-def test_one_step_down_and_up_again(database_url: str) -> None:
-    upgrade(database_url)
-    config = alembic_config(database_url)
+def test_one_step_down_and_up_again(empty_database_url: str) -> None:
+    upgrade(empty_database_url)
+    config = alembic_config(empty_database_url)
     script = ScriptDirectory.from_config(config)
     head = script.get_revision(_head())
     command.downgrade(config, "-1")
-    revision, _, differences = _state(database_url)
+    revision, _, differences = _state(empty_database_url)
     assert revision == head.down_revision
     assert differences, "one step down should undo the head migration's schema change"
-    upgrade(database_url)
-    assert _state(database_url) == (head.revision, set(Base.metadata.tables), [])
+    upgrade(empty_database_url)
+    assert _state(empty_database_url) == (head.revision, set(Base.metadata.tables), [])
 
 
-def test_every_step_goes_down_to_empty_and_back(database_url: str) -> None:
-    upgrade(database_url)
-    config = alembic_config(database_url)
+def test_every_step_goes_down_to_empty_and_back(empty_database_url: str) -> None:
+    upgrade(empty_database_url)
+    config = alembic_config(empty_database_url)
     command.downgrade(config, "base")
-    assert _state(database_url)[:2] == (None, set())
-    upgrade(database_url)
-    assert _state(database_url) == (_head(), set(Base.metadata.tables), [])
+    assert _state(empty_database_url)[:2] == (None, set())
+    upgrade(empty_database_url)
+    assert _state(empty_database_url) == (_head(), set(Base.metadata.tables), [])

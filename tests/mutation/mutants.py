@@ -111,8 +111,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "lifecycle-commit-keeps-failures",
         "lifecycle",
         "orchestrator/lifecycle.py",
-        '        fields: dict[str, Any] = {"steps_done": end.end_step, "failures": 0}',
-        '        fields: dict[str, Any] = {"steps_done": end.end_step}',
+        "        changes = JobChanges(steps_done=end.end_step, failures=0)",
+        "        changes = JobChanges(steps_done=end.end_step)",
         (f"{LIFECYCLE}::test_committed_segment_chains_the_next_or_finishes",),
         guarantee="retries",
     ),
@@ -196,7 +196,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "transitions-no-finished-at",
         "transitions",
         "orchestrator/transitions.py",
-        '            values["finished_at"] = utcnow()',
+        '            values["finished_at"] = now',
         "            pass",
         (f"{JOBS_API}::test_actions_follow_the_lifecycle_and_conflicts_get_409",),
     ),
@@ -435,7 +435,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "queries-eta-ignores-elapsed",
         "read layer",
         "orchestrator/queries.py",
-        "        elapsed = (now - as_utc(active.launched_at)).total_seconds()",
+        "        elapsed = (now - active.launched_at).total_seconds()",
         "        elapsed = 0.0",
         (
             "tests/orchestrator/test_queries.py::test_a_running_job_s_eta_counts_from_its_live_"

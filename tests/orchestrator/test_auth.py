@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,6 @@ from orchestrator.auth import (
     TOKEN_PREFIX,
     BootstrapToken,
     TokenNotFound,
-    as_utc,
     ensure_admin_token,
     get_or_create_user,
     hash_token,
@@ -118,14 +117,6 @@ def test_the_bootstrap_token_cannot_be_revoked_and_a_new_one_retires_it(
         user = user_for_token(session, "bt_configured_new_0123456789abcdefghij")
         assert user is not None
         assert user.name == ADMIN_USER
-
-
-def test_a_stored_time_is_read_as_utc_and_an_aware_one_keeps_its_instant() -> None:
-    naive = datetime(2026, 11, 22, 9, 0)  # as SQLite hands it back
-    assert as_utc(naive) == NOW
-    elsewhere = datetime(2026, 11, 22, 11, 0, tzinfo=timezone(timedelta(hours=2)))
-    assert as_utc(elsewhere) == NOW
-    assert as_utc(elsewhere).utcoffset() == timedelta(hours=2)
 
 
 def test_without_a_configured_token_the_admin_token_file_is_made_once_and_reused(

@@ -14,6 +14,7 @@ from orchestrator.lifecycle import (
     ACTIVE_SEGMENT_STATES,
     FINISHED_JOB_STATES,
     ActionConflict,
+    JobChanges,
     JobState,
     JobView,
     SegmentEnd,
@@ -29,6 +30,8 @@ from orchestrator.models import Event, Job, Segment, User
 from orchestrator.transitions import IllegalTransition, StaleState, set_job_state, set_segment_state
 from tests.factories import job_spec
 from tests.orchestrator import lifecycle_oracle as oracle
+
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -91,10 +94,14 @@ def test_job_transition_pairs(db: Database, source: str, target: str) -> None:
     allowed = oracle.allowed(oracle.JOB, source, target)
     with db.transaction() as session:
         if allowed:
-            set_job_state(session, job_id, JobState(source), JobState(target), event="test")
+            set_job_state(
+                session, job_id, JobState(source), JobState(target), event="test", now=NOW
+            )
         else:
             with pytest.raises(IllegalTransition):
-                set_job_state(session, job_id, JobState(source), JobState(target), event="test")
+                set_job_state(
+                    session, job_id, JobState(source), JobState(target), event="test", now=NOW
+                )
     with db.transaction() as session:
         job = session.get(Job, job_id)
         assert job is not None
@@ -122,10 +129,10 @@ def test_segment_transition_pairs(db: Database, source: str, target: str) -> Non
     allowed = oracle.allowed(oracle.SEGMENT, source, target)
     with db.transaction() as session:
         if allowed:
-            set_segment_state(session, segment, SegmentState(target))
+            set_segment_state(session, segment, SegmentState(target), now=NOW)
         else:
             with pytest.raises(IllegalTransition):
-                set_segment_state(session, segment, SegmentState(target))
+                set_segment_state(session, segment, SegmentState(target), now=NOW)
     with db.transaction() as session:
         stored = session.get(Segment, segment.id)
         assert stored is not None
@@ -158,9 +165,9 @@ def test_segment_compare_and_set_refuses_a_stale_expected_state(db: Database) ->
         second_view = session.scalars(select(Segment).where(Segment.job_id == job_id)).one()
         session.expunge(second_view)
     with db.transaction() as session:
-        set_segment_state(session, first_view, SegmentState.SUCCEEDED, end_step=40)
+        set_segment_state(session, first_view, SegmentState.SUCCEEDED, end_step=40, now=NOW)
     with pytest.raises(StaleState), db.transaction() as session:
-        set_segment_state(session, second_view, SegmentState.FAILED, error="late writer")
+        set_segment_state(session, second_view, SegmentState.FAILED, error="late writer", now=NOW)
     with db.transaction() as session:
         stored = session.scalars(select(Segment).where(Segment.job_id == job_id)).one()
         assert (stored.state, stored.end_step, stored.error) == ("succeeded", 40, None)
@@ -171,10 +178,10 @@ def test_segment_compare_and_set_refuses_a_stale_expected_state(db: Database) ->
 def test_compare_and_set_refuses_a_stale_expected_state(db: Database) -> None:
     job_id = _add_job(db, JobState.QUEUED)
     with db.transaction() as session:
-        set_job_state(session, job_id, JobState.QUEUED, JobState.RUNNING, event="first")
+        set_job_state(session, job_id, JobState.QUEUED, JobState.RUNNING, event="first", now=NOW)
     with pytest.raises(StaleState), db.transaction() as session:
         # A second writer that still believes the job is queued loses, and writes nothing.
-        set_job_state(session, job_id, JobState.QUEUED, JobState.PAUSED, event="second")
+        set_job_state(session, job_id, JobState.QUEUED, JobState.PAUSED, event="second", now=NOW)
     with db.transaction() as session:
         job = session.get(Job, job_id)
         assert job is not None
@@ -220,34 +227,34 @@ def test_user_actions(state: JobState, action: UserAction) -> None:
 
 def test_pause_of_a_running_job_waits_for_the_segment_then_pauses() -> None:
     decision = decide_user_action(_view(JobState.RUNNING), UserAction.PAUSE)
-    assert decision.fields == {"pause_requested": True}
+    assert decision.changes == JobChanges(pause_requested=True)
     with pytest.raises(ActionConflict):
         decide_user_action(_view(JobState.RUNNING, pause_requested=True), UserAction.PAUSE)
     ended = decide_segment_end(
         _view(JobState.RUNNING, pause_requested=True), SegmentEnd(True, 40, "stopped")
     )
     assert ended.to_state is JobState.PAUSED
-    assert ended.fields["steps_done"] == 40
+    assert ended.changes.steps_done == 40
 
 
 def test_committed_segment_chains_the_next_or_finishes() -> None:
     more = decide_segment_end(_view(JobState.RUNNING), SegmentEnd(True, 60, "deadline"))
     assert more.to_state is JobState.QUEUED
-    assert more.fields == {"steps_done": 60, "failures": 0}
+    assert more.changes == JobChanges(steps_done=60, failures=0)
     done = decide_segment_end(_view(JobState.RUNNING), SegmentEnd(True, 100, "completed"))
     assert done.to_state is JobState.SUCCEEDED
 
 
 def test_failures_retry_until_max_failures_then_fail_with_the_reason() -> None:
     first = decide_segment_end(_view(JobState.RUNNING), SegmentEnd(False, None, "killed"))
-    assert (first.to_state, first.fields["failures"]) == (JobState.QUEUED, 1)
+    assert (first.to_state, first.changes.failures) == (JobState.QUEUED, 1)
     last_retry = decide_segment_end(
         _view(JobState.RUNNING, failures=1), SegmentEnd(False, None, "killed")
     )
     assert last_retry.to_state is JobState.QUEUED
     fatal = decide_segment_end(_view(JobState.RUNNING, failures=2), SegmentEnd(False, None, "oom"))
     assert fatal.to_state is JobState.FAILED
-    assert "oom" in fatal.fields["reason"]
+    assert "oom" in str(fatal.changes.reason)
 
 
 def test_a_segment_that_ends_after_cancel_leaves_the_job_cancelled() -> None:
@@ -271,14 +278,14 @@ def test_a_segment_that_commits_no_new_step_counts_as_a_failure() -> None:
     stuck = SegmentEnd(True, 10, "deadline", progressed=False)
     retry = decide_segment_end(_view(JobState.RUNNING), stuck)
     assert retry.to_state is JobState.QUEUED
-    assert retry.fields == {"steps_done": 10, "failures": 1}
+    assert retry.changes == JobChanges(steps_done=10, failures=1)
     fatal = decide_segment_end(_view(JobState.RUNNING, failures=2), stuck)
     assert fatal.to_state is JobState.FAILED
-    assert "no new step" in fatal.fields["reason"]
+    assert "no new step" in str(fatal.changes.reason)
 
 
 def test_a_requested_stop_before_the_first_step_pauses_without_a_failure() -> None:
     stopped = SegmentEnd(True, 10, "stopped", progressed=False)
     decision = decide_segment_end(_view(JobState.RUNNING, pause_requested=True), stopped)
     assert decision.to_state is JobState.PAUSED
-    assert decision.fields["failures"] == 0
+    assert decision.changes.failures == 0

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 from orchestrator.lifecycle import (
+    NO_CHANGES,
     ActionConflict,
     Decision,
+    JobChanges,
     JobState,
     JobView,
     SegmentEnd,
@@ -41,23 +43,31 @@ ACTIONS: list[tuple[JobView, UserAction, Decision]] = [
     (
         PAUSING,
         UserAction.CANCEL,
-        Decision(JobState.CANCELLED, {"pause_requested": False}, "cancelled"),
+        Decision(JobState.CANCELLED, JobChanges(pause_requested=False), "cancelled"),
     ),
     (
         _view(JobState.QUEUED),
         UserAction.CANCEL,
-        Decision(JobState.CANCELLED, {"pause_requested": False}, "cancelled"),
+        Decision(JobState.CANCELLED, JobChanges(pause_requested=False), "cancelled"),
     ),
-    (_view(JobState.QUEUED), UserAction.PAUSE, Decision(JobState.PAUSED, {}, "paused")),
-    (_view(JobState.WAITING), UserAction.PAUSE, Decision(JobState.PAUSED, {}, "paused")),
-    (RUNNING, UserAction.PAUSE, Decision(None, {"pause_requested": True}, "pause_requested")),
-    (_view(JobState.PAUSED), UserAction.RESUME, Decision(JobState.QUEUED, {}, "resumed")),
+    (_view(JobState.QUEUED), UserAction.PAUSE, Decision(JobState.PAUSED, NO_CHANGES, "paused")),
+    (_view(JobState.WAITING), UserAction.PAUSE, Decision(JobState.PAUSED, NO_CHANGES, "paused")),
+    (
+        RUNNING,
+        UserAction.PAUSE,
+        Decision(None, JobChanges(pause_requested=True), "pause_requested"),
+    ),
+    (_view(JobState.PAUSED), UserAction.RESUME, Decision(JobState.QUEUED, NO_CHANGES, "resumed")),
     (
         _view(JobState.FAILED, failures=3),
         UserAction.RESUME,
-        Decision(JobState.QUEUED, {"failures": 0, "reason": None}, "resumed"),
+        Decision(JobState.QUEUED, JobChanges(failures=0, reason=None), "resumed"),
     ),
-    (PAUSING, UserAction.RESUME, Decision(None, {"pause_requested": False}, "pause_withdrawn")),
+    (
+        PAUSING,
+        UserAction.RESUME,
+        Decision(None, JobChanges(pause_requested=False), "pause_withdrawn"),
+    ),
 ]
 
 
@@ -101,7 +111,7 @@ def _failed(failures: int, last: str, **fields: Any) -> Decision:
     message = f"{failures} consecutive failed segments; last: {last}"
     return Decision(
         JobState.FAILED,
-        {**fields, "failures": failures, "reason": message, "pause_requested": False},
+        JobChanges(**fields, failures=failures, reason=message, pause_requested=False),
         "failed",
         message,
     )
@@ -117,33 +127,33 @@ SEGMENT_ENDS: list[tuple[JobView, SegmentEnd, Decision]] = [
     (
         _view(JobState.CANCELLED),
         SegmentEnd(True, 50, "deadline"),
-        Decision(None, {}, "segment_ended_after_cancel", "deadline"),
+        Decision(None, NO_CHANGES, "segment_ended_after_cancel", "deadline"),
     ),
     # Committed: chain the next segment, finish, or pause where a pause was asked for.
     (
         RUNNING,
         SegmentEnd(True, 60, "deadline"),
         Decision(
-            JobState.QUEUED, {"steps_done": 60, "failures": 0}, "segment_committed", "deadline"
+            JobState.QUEUED, JobChanges(steps_done=60, failures=0), "segment_committed", "deadline"
         ),
     ),
     (
         replace(RUNNING, failures=2),
         SegmentEnd(True, 60, "deadline"),
         Decision(
-            JobState.QUEUED, {"steps_done": 60, "failures": 0}, "segment_committed", "deadline"
+            JobState.QUEUED, JobChanges(steps_done=60, failures=0), "segment_committed", "deadline"
         ),
     ),
     (
         RUNNING,
         SegmentEnd(True, 100, "completed"),
-        Decision(JobState.SUCCEEDED, {"steps_done": 100, "failures": 0}, "succeeded"),
+        Decision(JobState.SUCCEEDED, JobChanges(steps_done=100, failures=0), "succeeded"),
     ),
     (
         RUNNING,
         SegmentEnd(True, 99, "deadline"),
         Decision(
-            JobState.QUEUED, {"steps_done": 99, "failures": 0}, "segment_committed", "deadline"
+            JobState.QUEUED, JobChanges(steps_done=99, failures=0), "segment_committed", "deadline"
         ),
     ),
     (
@@ -151,7 +161,7 @@ SEGMENT_ENDS: list[tuple[JobView, SegmentEnd, Decision]] = [
         SegmentEnd(True, 60, "stopped"),
         Decision(
             JobState.PAUSED,
-            {"steps_done": 60, "failures": 0, "pause_requested": False},
+            JobChanges(steps_done=60, failures=0, pause_requested=False),
             "segment_committed",
             "stopped",
         ),
@@ -159,23 +169,23 @@ SEGMENT_ENDS: list[tuple[JobView, SegmentEnd, Decision]] = [
     (
         PAUSING,
         SegmentEnd(True, 100, "completed"),
-        Decision(JobState.SUCCEEDED, {"steps_done": 100, "failures": 0}, "succeeded"),
+        Decision(JobState.SUCCEEDED, JobChanges(steps_done=100, failures=0), "succeeded"),
     ),
     # Not committed, whatever step it names: a failure, retried up to max_failures.
     (
         RUNNING,
         SegmentEnd(False, 40, "killed"),
-        Decision(JobState.QUEUED, {"failures": 1}, "segment_failed", "killed"),
+        Decision(JobState.QUEUED, JobChanges(failures=1), "segment_failed", "killed"),
     ),
     (
         RUNNING,
         SegmentEnd(True, None, "no manifest"),
-        Decision(JobState.QUEUED, {"failures": 1}, "segment_failed", "no manifest"),
+        Decision(JobState.QUEUED, JobChanges(failures=1), "segment_failed", "no manifest"),
     ),
     (
         replace(RUNNING, failures=1),
         SegmentEnd(False, None, "killed"),
-        Decision(JobState.QUEUED, {"failures": 2}, "segment_failed", "killed"),
+        Decision(JobState.QUEUED, JobChanges(failures=2), "segment_failed", "killed"),
     ),
     (LAST_TRY, SegmentEnd(False, None, "oom"), _failed(3, "oom")),
     (replace(LAST_TRY, pause_requested=True), SegmentEnd(False, None, "oom"), _failed(3, "oom")),
@@ -183,14 +193,17 @@ SEGMENT_ENDS: list[tuple[JobView, SegmentEnd, Decision]] = [
         PAUSING,
         SegmentEnd(False, None, "killed"),
         Decision(
-            JobState.PAUSED, {"failures": 1, "pause_requested": False}, "segment_failed", "killed"
+            JobState.PAUSED,
+            JobChanges(failures=1, pause_requested=False),
+            "segment_failed",
+            "killed",
         ),
     ),
     # Committed but no new step: a failure too (no infinite chaining), unless it was a pause.
     (
         RUNNING,
         SegmentEnd(True, 20, "deadline", progressed=False),
-        Decision(JobState.QUEUED, {"steps_done": 20, "failures": 1}, "segment_failed", NO_STEP),
+        Decision(JobState.QUEUED, JobChanges(steps_done=20, failures=1), "segment_failed", NO_STEP),
     ),
     (
         LAST_TRY,
@@ -202,7 +215,7 @@ SEGMENT_ENDS: list[tuple[JobView, SegmentEnd, Decision]] = [
         SegmentEnd(True, 20, "stopped", progressed=False),
         Decision(
             JobState.PAUSED,
-            {"steps_done": 20, "failures": 0, "pause_requested": False},
+            JobChanges(steps_done=20, failures=0, pause_requested=False),
             "segment_committed",
             "stopped",
         ),
@@ -213,7 +226,7 @@ SEGMENT_ENDS: list[tuple[JobView, SegmentEnd, Decision]] = [
         SegmentEnd(False, None, DIVERGED, diverged=True),
         Decision(
             JobState.FAILED,
-            {"reason": DIVERGED, "pause_requested": False},
+            JobChanges(reason=DIVERGED, pause_requested=False),
             "diverged",
             DIVERGED,
         ),
@@ -221,13 +234,16 @@ SEGMENT_ENDS: list[tuple[JobView, SegmentEnd, Decision]] = [
     (
         ROLLING_BACK,
         SegmentEnd(False, None, DIVERGED, diverged=True),
-        Decision(JobState.QUEUED, {}, "rolled_back", f"{DIVERGED}; {ROLLBACK}"),
+        Decision(JobState.QUEUED, NO_CHANGES, "rolled_back", f"{DIVERGED}; {ROLLBACK}"),
     ),
     (
         replace(ROLLING_BACK, pause_requested=True),
         SegmentEnd(False, None, DIVERGED, diverged=True),
         Decision(
-            JobState.PAUSED, {"pause_requested": False}, "rolled_back", f"{DIVERGED}; {ROLLBACK}"
+            JobState.PAUSED,
+            JobChanges(pause_requested=False),
+            "rolled_back",
+            f"{DIVERGED}; {ROLLBACK}",
         ),
     ),
     # Rolled back once already: the second divergence fails the job.
@@ -236,7 +252,7 @@ SEGMENT_ENDS: list[tuple[JobView, SegmentEnd, Decision]] = [
         SegmentEnd(False, None, DIVERGED, diverged=True),
         Decision(
             JobState.FAILED,
-            {"reason": DIVERGED, "pause_requested": False},
+            JobChanges(reason=DIVERGED, pause_requested=False),
             "diverged",
             DIVERGED,
         ),
@@ -254,11 +270,11 @@ def test_each_segment_end_decides_exactly(
 def test_a_refused_launch_is_one_failure_like_a_failed_segment() -> None:
     reason = "launch refused: no such machine"
     assert decide_launch_failure(RUNNING, reason) == Decision(
-        JobState.QUEUED, {"failures": 1}, "segment_failed", reason
+        JobState.QUEUED, JobChanges(failures=1), "segment_failed", reason
     )
     assert decide_launch_failure(LAST_TRY, reason) == _failed(3, reason)
     assert decide_launch_failure(PAUSING, reason) == Decision(
-        JobState.PAUSED, {"failures": 1, "pause_requested": False}, "segment_failed", reason
+        JobState.PAUSED, JobChanges(failures=1, pause_requested=False), "segment_failed", reason
     )
 
 
@@ -271,7 +287,7 @@ QUOTA: list[tuple[JobState, datetime | None, Decision | None]] = [
         LATER,
         Decision(
             JobState.WAITING,
-            {"wait_until": LATER},
+            JobChanges(wait_until=LATER),
             "quota_exhausted",
             "quota spent; resumes after 2026-11-21T03:00:00+00:00",
         ),
@@ -281,13 +297,21 @@ QUOTA: list[tuple[JobState, datetime | None, Decision | None]] = [
     (JobState.RUNNING, LATER, None),
     (JobState.PAUSED, LATER, None),
     (JobState.WAITING, LATER, None),
-    (JobState.WAITING, NOW, Decision(JobState.QUEUED, {"wait_until": None}, "quota_refreshed")),
+    (
+        JobState.WAITING,
+        NOW,
+        Decision(JobState.QUEUED, JobChanges(wait_until=None), "quota_refreshed"),
+    ),
     (
         JobState.WAITING,
         NOW - timedelta(seconds=1),
-        Decision(JobState.QUEUED, {"wait_until": None}, "quota_refreshed"),
+        Decision(JobState.QUEUED, JobChanges(wait_until=None), "quota_refreshed"),
     ),
-    (JobState.WAITING, None, Decision(JobState.QUEUED, {"wait_until": None}, "quota_refreshed")),
+    (
+        JobState.WAITING,
+        None,
+        Decision(JobState.QUEUED, JobChanges(wait_until=None), "quota_refreshed"),
+    ),
 ]
 
 
@@ -301,5 +325,5 @@ def test_quota_parks_and_wakes_exactly(
 def test_a_job_too_slow_to_start_for_its_sessions_fails_without_retries() -> None:
     reason = "sessions of 15 s are shorter than this job's measured start-up (30 s)"
     assert decide_unlaunchable(reason) == Decision(
-        JobState.FAILED, {"reason": reason, "pause_requested": False}, "failed", reason
+        JobState.FAILED, JobChanges(reason=reason, pause_requested=False), "failed", reason
     )

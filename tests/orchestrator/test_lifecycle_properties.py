@@ -72,7 +72,7 @@ def test_failures_count_up_to_the_limit_and_a_commit_with_progress_resets_them(
 ) -> None:
     end = data.draw(segment_ends(job))
     decision = decide_segment_end(job, end)
-    failures = decision.fields["failures"]
+    failures = decision.changes.failures
     finished = end.committed and end.end_step is not None and end.end_step >= job.total_steps
     counted = not end.committed or (not end.progressed and not job.pause_requested)
     if finished:
@@ -93,7 +93,7 @@ def test_a_refused_launch_counts_one_failure_and_fails_only_past_the_limit(
     job: JobView, reason: str
 ) -> None:
     decision = decide_launch_failure(job, reason)
-    assert decision.fields["failures"] == job.failures + 1
+    assert decision.changes.failures == job.failures + 1
     assert (decision.to_state is JobState.FAILED) == (job.failures + 1 > job.max_failures)
 
 
@@ -125,7 +125,7 @@ def test_quota_parks_only_until_a_future_refresh_and_wakes_only_once_it_passed(
     if decision.to_state is JobState.WAITING:
         assert job.state is JobState.QUEUED
         assert future
-        assert decision.fields["wait_until"] == refresh_at
+        assert decision.changes.wait_until == refresh_at
     else:
         assert (job.state, decision.to_state) == (JobState.WAITING, JobState.QUEUED)
         assert not future

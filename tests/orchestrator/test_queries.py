@@ -2,17 +2,39 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 
 from orchestrator.eta import QuotaPlan
 from orchestrator.models import Job, Segment
 from orchestrator.queries import job_out, live_progress
+from orchestrator.wire import JobOut
+from tests.factories import FAST_TRAINER, job_spec
+from worker.boundary.contract import Estimates, SegmentSpec
 
 NOW = datetime(2026, 11, 19, 8, 0, tzinfo=UTC)
 
 
-def _job(backend: str = "kaggle") -> Job:
-    return Job(id="j1", user_id="u1", backend=backend, total_steps=1000, state="running", spec={})
+def _job(backend: str = "kaggle", **fields: object) -> Job:
+    """A job of 1000 steps in 1 h sessions, running unless told otherwise."""
+    spec = job_spec(backend=backend, total_steps=1000, session={"limit_seconds": 3600.0})
+    values: dict[str, object] = {
+        "name": "j",
+        "steps_done": 0,
+        "failures": 0,
+        "pause_requested": False,
+        "state": "running",
+        "created_at": NOW,
+        "updated_at": NOW,
+        **fields,
+    }
+    return Job(id="j1", user_id="u1", backend=backend, total_steps=1000, spec=spec, **values)
+
+
+def _launch_spec(step_seconds: float | None) -> dict[str, object]:
+    """The SegmentSpec a session was sent, with what earlier segments measured per step."""
+    estimates = Estimates(step_seconds=step_seconds)
+    return asdict(SegmentSpec("j1", 2, FAST_TRAINER, {}, 1000, 3600.0, estimates=estimates))
 
 
 def _segment(**fields: object) -> Segment:
@@ -22,7 +44,7 @@ def _segment(**fields: object) -> Segment:
         "state": "running",
         "start_step": 100,
         "launched_at": NOW - timedelta(seconds=50),
-        "launch_spec": {"estimates": {"step_seconds": 0.5}},
+        "launch_spec": _launch_spec(0.5),
     }
     values.update(fields)
     return Segment(**values)
@@ -63,24 +85,11 @@ def test_a_local_session_without_a_heartbeat_yet_shows_no_guess() -> None:
 def test_no_progress_before_launch_or_without_a_measured_step_time() -> None:
     assert live_progress(_job(), None, now=NOW) is None
     assert live_progress(_job(), _segment(launched_at=None), now=NOW) is None
-    assert live_progress(_job(), _segment(launch_spec={"estimates": {}}), now=NOW) is None
+    assert live_progress(_job(), _segment(launch_spec=_launch_spec(None)), now=NOW) is None
 
 
 def test_a_kaggle_job_s_eta_counts_the_quota_and_its_refresh() -> None:
-    job = Job(
-        id="j1",
-        user_id="u1",
-        backend="kaggle",
-        name="k",
-        total_steps=1000,
-        steps_done=400,
-        failures=0,
-        pause_requested=False,
-        state="queued",
-        spec={"session": {"limit_seconds": 3600.0}},
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    job = _job("kaggle", steps_done=400, state="queued")
     done = _segment(
         state="succeeded",
         start_step=0,
@@ -90,33 +99,20 @@ def test_a_kaggle_job_s_eta_counts_the_quota_and_its_refresh() -> None:
     )
     refresh = NOW + timedelta(days=2)
     quota = QuotaPlan(seconds_left=0, refresh_at=refresh, allowance_seconds=30 * 3600)
-    out = job_out(job, [done], now=NOW, quota=quota)
+    out = job_out(JobOut, job, [done], now=NOW, quota=quota)
     assert out.eta is not None
     # 600 steps of 6 s after 60 s of overhead per session: 1 h sessions hold 590 steps.
     assert out.eta.quota_waits == 1
     assert out.eta.more_sessions == 2
     assert out.eta.finish_at == refresh + timedelta(hours=1, seconds=60 + 10 * 6)
     assert "at 30 h/week" in out.eta.text
-    assert job_out(job, [done], now=NOW).eta.quota_waits == 0  # type: ignore[union-attr]
+    assert job_out(JobOut, job, [done], now=NOW).eta.quota_waits == 0  # type: ignore[union-attr]
 
 
 def _running_job_with_history() -> tuple[Job, list[Segment]]:
     """Segment 0 committed step 400 (6 s steps, 60 s outside steps, 20 s of it after the last
     step) and ended 15 min ago; segment 1 launched 10 min ago with a 1 h limit and runs."""
-    job = Job(
-        id="j1",
-        user_id="u1",
-        backend="local",
-        name="r",
-        total_steps=1000,
-        steps_done=400,
-        failures=0,
-        pause_requested=False,
-        state="running",
-        spec={"session": {"limit_seconds": 3600.0}},
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    job = _job("local", steps_done=400)
     done = _segment(
         index=0,
         state="succeeded",
@@ -141,13 +137,13 @@ def test_a_running_job_s_eta_counts_from_its_live_step_and_the_time_its_session_
     # deadline rule's margin, 1.25 steps + 1 s) hold the 200 steps still to go: done 1200 s from
     # now, no more sessions.
     segments[1].progress = {"step": 800, "step_seconds": 6.0, "at": NOW.timestamp()}
-    out = job_out(job, segments, now=NOW)
+    out = job_out(JobOut, job, segments, now=NOW)
     assert out.eta is not None
     assert (out.eta.finish_at, out.eta.more_sessions) == (NOW + timedelta(seconds=1200), 0)
     # At step 500 they hold 495 of the 500 to go: the last 5 run in one more session, launched
     # after the 5 min the previous hand-over took, 60 s overhead + 5 steps after it starts.
     segments[1].progress = {"step": 500, "step_seconds": 6.0, "at": NOW.timestamp()}
-    out = job_out(job, segments, now=NOW)
+    out = job_out(JobOut, job, segments, now=NOW)
     assert out.eta is not None
     assert out.eta.more_sessions == 1
     assert out.eta.finish_at == NOW + timedelta(seconds=2971.5 + 300 + 60 + 5 * 6)

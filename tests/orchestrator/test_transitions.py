@@ -5,14 +5,19 @@ database."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from sqlalchemy import select
 
 from orchestrator.db import Database
-from orchestrator.lifecycle import JobState, SegmentState
+from orchestrator.lifecycle import JobChanges, JobState, SegmentState
 from orchestrator.models import Event, Job, Segment, User
 from orchestrator.transitions import StaleState, record_event, set_job_state, set_segment_state
 from tests.factories import job_spec
+
+# The engine's clock, far from the wall clock: every stamp must come from it.
+NOW = datetime(2031, 5, 17, 9, 30, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -78,7 +83,9 @@ def test_an_event_keeps_its_segment_and_at_most_4000_characters_of_message(db: D
 
 def test_a_state_change_is_one_event_with_both_states_and_the_message(db: Database) -> None:
     with db.transaction() as session:
-        set_job_state(session, "j1", JobState.QUEUED, JobState.PAUSED, event="paused", message="m")
+        set_job_state(
+            session, "j1", JobState.QUEUED, JobState.PAUSED, event="paused", message="m", now=NOW
+        )
     [event] = _events(db)
     assert (event.kind, event.from_state, event.to_state, event.message) == (
         "paused",
@@ -90,7 +97,7 @@ def test_a_state_change_is_one_event_with_both_states_and_the_message(db: Databa
 
 def test_the_loser_of_a_compare_and_set_is_told_which_job_moved(db: Database) -> None:
     with pytest.raises(StaleState) as lost, db.transaction() as session:
-        set_job_state(session, "j1", JobState.RUNNING, JobState.QUEUED, event="x")
+        set_job_state(session, "j1", JobState.RUNNING, JobState.QUEUED, event="x", now=NOW)
     assert str(lost.value) == "job j1 is no longer running"
     assert _events(db) == []
 
@@ -100,8 +107,8 @@ def test_a_compare_and_set_moves_only_the_job_or_segment_it_names(db: Database) 
     first = _add_running_segment(db, "j1", 0)
     _add_running_segment(db, "j2", 0)
     with db.transaction() as session:
-        set_job_state(session, "j1", JobState.QUEUED, JobState.PAUSED, event="paused")
-        set_segment_state(session, first, SegmentState.SUCCEEDED, end_step=10)
+        set_job_state(session, "j1", JobState.QUEUED, JobState.PAUSED, event="paused", now=NOW)
+        set_segment_state(session, first, SegmentState.SUCCEEDED, end_step=10, now=NOW)
     assert _states(db, Job) == ["paused", "queued"]
     assert _states(db, Segment) == ["succeeded", "running"]
 
@@ -111,7 +118,7 @@ def test_a_segment_change_is_one_event_with_its_index_both_states_and_the_messag
 ) -> None:
     segment = _add_running_segment(db, "j1", 3)
     with db.transaction() as session:
-        set_segment_state(session, segment, SegmentState.FAILED, message="exit code 1")
+        set_segment_state(session, segment, SegmentState.FAILED, message="exit code 1", now=NOW)
     [event] = _events(db)
     assert (
         event.kind,
@@ -125,9 +132,11 @@ def test_a_segment_change_is_one_event_with_its_index_both_states_and_the_messag
 def test_the_loser_of_a_segment_compare_and_set_is_told_which_segment_moved(db: Database) -> None:
     segment = _add_running_segment(db, "j1", 2)
     with db.transaction() as session:
-        set_segment_state(session, segment, SegmentState.SUCCEEDED, end_step=10)
+        set_segment_state(session, segment, SegmentState.SUCCEEDED, end_step=10, now=NOW)
     with pytest.raises(StaleState) as lost, db.transaction() as session:
-        set_segment_state(session, segment, SegmentState.FAILED)  # its view still says running
+        set_segment_state(
+            session, segment, SegmentState.FAILED, now=NOW
+        )  # its view still says running
     assert str(lost.value) == "segment j1-0002 is no longer running"
     assert [event.to_state for event in _events(db)] == ["succeeded"]
 
@@ -150,6 +159,55 @@ def test_running_stamps_started_at_an_end_stamps_finished_at_and_a_resume_clears
     ]
     for expected, target, (started, finished) in steps:
         with db.transaction() as session:
-            set_job_state(session, "j1", expected, target, event=target.value)
+            set_job_state(session, "j1", expected, target, event=target.value, now=NOW)
         started_at, finished_at = times()
         assert (started_at is not None, finished_at is not None) == (started, finished), target
+
+
+def test_job_changes_write_what_they_set_clear_what_they_set_to_none_and_keep_the_rest(
+    db: Database,
+) -> None:
+    with db.transaction() as session:
+        set_job_state(
+            session,
+            "j1",
+            JobState.QUEUED,
+            None,
+            event="x",
+            changes=JobChanges(failures=2, reason="r", queue_reason="no slot"),
+            now=NOW,
+        )
+        set_job_state(
+            session,
+            "j1",
+            JobState.QUEUED,
+            None,
+            event="y",
+            changes=JobChanges(reason=None) | JobChanges(steps_done=5),
+            now=NOW,
+        )
+    with db.transaction() as session:
+        job = session.get(Job, "j1")
+        assert job is not None
+        found = (job.failures, job.reason, job.queue_reason, job.steps_done)
+    assert found == (2, None, "no slot", 5)
+
+
+def test_every_stamp_is_the_engine_s_clock_read_back_as_aware_utc(db: Database) -> None:
+    with db.transaction() as session:
+        set_job_state(session, "j1", JobState.QUEUED, JobState.RUNNING, event="r", now=NOW)
+        later = NOW + timedelta(hours=1)
+        set_job_state(session, "j1", JobState.RUNNING, JobState.FAILED, event="f", now=later)
+    with db.transaction() as session:
+        job = session.get(Job, "j1")
+        assert job is not None
+        stamps = (job.started_at, job.finished_at, job.updated_at)
+    assert stamps == (NOW, later, later)
+    assert all(stamp is not None and stamp.tzinfo is UTC for stamp in stamps)
+    assert [event.created_at for event in _events(db)] == [NOW, later]
+
+
+def test_a_naive_time_is_refused_rather_than_guessed(db: Database) -> None:
+    naive = datetime(2031, 5, 17, 9, 30)
+    with pytest.raises(Exception, match="naive datetime"), db.transaction() as session:
+        set_job_state(session, "j1", JobState.QUEUED, JobState.RUNNING, event="r", now=naive)

@@ -14,20 +14,22 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 import redis
 from cryptography.fernet import Fernet
-from sqlalchemy import create_engine, text
 
-from tests.factories import ADMIN_TOKEN
+from tests.factories import ADMIN_TOKEN, require_services, stop_sessions
+from tests.kaggle_emulator import Emulator, start_emulator
+from tests.support.databases import enter_postgres, postgres_schema
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 def free_port() -> int:
@@ -35,24 +37,6 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
-
-
-@contextmanager
-def postgres_schema(base_url: str = POSTGRES_URL, schema: str | None = None) -> Iterator[str]:
-    """A fresh, empty schema (named `schema`, or at random); yields a URL whose connections use
-    it. Raises if unreachable."""
-    schema = schema or f"t_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(base_url)
-    try:
-        with admin.begin() as connection:
-            connection.execute(text(f"CREATE SCHEMA {schema}"))
-        yield f"{base_url}?options=-csearch_path%3D{schema}"
-    finally:
-        try:
-            with admin.begin() as connection:
-                connection.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        finally:
-            admin.dispose()
 
 
 def _wait(condition_met: Callable[[], bool], what: str, timeout: float) -> None:
@@ -230,3 +214,37 @@ class Cluster:
             f"--- {path.name}\n{path.read_text(errors='replace')[-chars:]}"
             for path in sorted(self.logs.glob("*.log"))
         )
+
+
+@dataclass
+class ScaleRig:
+    cluster: Cluster
+    redis: RedisServer
+    emulator: Emulator
+    database_url: str
+
+
+@contextmanager
+def started_rig(
+    root: Path, emulator_options: dict[str, Any], notifier: bool = False, **settings: str
+) -> Iterator[ScaleRig]:
+    """Started: API, two engine workers and beat (and a notifications worker with `notifier`),
+    on their own Redis, PostgreSQL schema and Kaggle emulator. Skips where redis-server or
+    PostgreSQL is missing, and fails instead in CI (BATON_REQUIRE_SERVICES=1)."""
+    if shutil.which("redis-server") is None:
+        if require_services():
+            raise FileNotFoundError("redis-server is required (BATON_REQUIRE_SERVICES=1)")
+        pytest.skip("redis-server not installed")
+    with ExitStack() as stack:
+        database_url = enter_postgres(stack, postgres_schema)
+        emulator = stack.enter_context(start_emulator(root / "kaggle", **emulator_options))
+        redis = RedisServer(root / "redis")
+        stack.callback(redis.kill)
+        redis.start()
+        cluster = Cluster(
+            root / "cluster", database_url, redis.url, emulator.url, notifier=notifier, **settings
+        )
+        stack.callback(stop_sessions, cluster.root / "data" / "sessions")
+        stack.callback(cluster.stop_all)
+        cluster.start_all()
+        yield ScaleRig(cluster, redis, emulator, database_url)

@@ -32,8 +32,7 @@ from orchestrator.backends.local.sessions import SessionState, session_state
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES
 from orchestrator.models import Checkpoint, Job, Segment
 from tests.factories import FINISHED, job_spec, kaggle_spec, reference_digest
-from tests.scale.cluster import REPO_ROOT
-from tests.scale.conftest import ScaleRig
+from tests.scale.cluster import REPO_ROOT, ScaleRig
 from worker.boundary.paths import LOG_FILE
 from worker.kaggle_access.kernel_script import launch_id_of
 

@@ -34,6 +34,7 @@ from orchestrator.backends.base import (
     Slot,
 )
 from worker.boundary.contract import SegmentResult, Timings
+from worker.boundary.heartbeat import Heartbeat
 from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint, write_manifest
 
 STATE_FILE = "state.json"
@@ -229,8 +230,11 @@ class FakeBackend:
     def log_file(self, handle: str) -> Path | None:
         return None
 
-    def progress(self, handle: str) -> dict[str, Any] | None:
+    def progress(self, handle: str) -> Heartbeat | None:
         self._enter("progress")
+        return None
+
+    def queue_reason(self, handle: str) -> str | None:
         return None
 
 

@@ -1,9 +1,11 @@
 """An emulator per test, and Baton's Kaggle account on it through the real client: the fixtures
 of the Kaggle backend's tests (tests/orchestrator/backends/kaggle/) and of the client's
-(tests/worker/kaggle_access/), each conftest importing them."""
+(tests/worker/kaggle_access/), each conftest importing them; and a committed checkpoint to
+publish, published the way the engine asks, tick after tick."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +14,13 @@ import pytest
 from tests.factories import emulator_clients, fast_emulator
 from tests.kaggle_emulator import Emulator
 from tests.support.marks import starts_processes
+from worker.boundary.contract import CheckpointRef
+from worker.boundary.errors import Rejected, Transient
+from worker.boundary.manifest import write_manifest
+from worker.kaggle_access.checkpoints import CheckpointDataset
 from worker.kaggle_access.client import KaggleAccount
+
+EXPECT = CheckpointRef("j1", 0, 10)
 
 
 @pytest.fixture
@@ -31,3 +39,33 @@ def account_on(
 @pytest.fixture
 def alice(emulator: Emulator) -> KaggleAccount:
     return account_on(emulator)
+
+
+def committed_checkpoint(path: Path, expect: CheckpointRef = EXPECT) -> Path:
+    """A small checkpoint directory with a valid manifest for `expect`."""
+    path.mkdir(parents=True)
+    (path / "model.bin").write_bytes(b"weights" * 100)
+    write_manifest(
+        path,
+        job_id=expect.job_id,
+        segment_index=expect.segment_index,
+        step=expect.step,
+        model_digest="d" * 64,
+    )
+    return path
+
+
+def publish_until_settled(
+    dataset: CheckpointDataset, checkpoint: Path, timeout: float = 30
+) -> object:
+    """Ask as the engine does, tick after tick, until publishing returns (the published
+    checkpoint) or is refused (the Rejected); None if neither happens within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return dataset.ensure_published(EXPECT, checkpoint)
+        except Transient:
+            time.sleep(0.1)
+        except Rejected as refused:
+            return refused
+    return None

@@ -18,6 +18,7 @@ from typing import Any
 
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
 from worker.boundary.errors import Rejected, Transient
+from worker.boundary.kernel_options import KernelOptions
 from worker.boundary.launch_id import LaunchId
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
 from worker.boundary.planning import successor_spec
@@ -61,46 +62,47 @@ def _publish(
 
 
 def chain(
-    segment: dict[str, Any], options: dict[str, Any], code: bytes, working: Path, deadline: float
+    segment: dict[str, Any], options: KernelOptions, code: bytes, working: Path, deadline: float
 ) -> None:
     """Publish the committed checkpoint and push the next segment, if there is one to push."""
     result = SegmentResult.read(working / RESULT_FILE)
-    if result.outcome not in (Outcome.DEADLINE, Outcome.COMPLETED):
+    link = options.chain
+    if link is None or result.outcome not in (Outcome.DEADLINE, Outcome.COMPLETED):
         return
     key = secret_key()
     if key is None:
         return
     started = time.time()
-    account = KaggleAccount(options["username"], key, production_client)
+    account = KaggleAccount(link.username, key, production_client)
     expect = CheckpointRef(result.job_id, result.segment_index, result.end_step)
     staging = Path(tempfile.mkdtemp(prefix="baton-publish-"))
-    dataset = CheckpointDataset(account, options["checkpoint_dataset"], staging)
+    dataset = CheckpointDataset(account, options.checkpoint_dataset, staging)
     try:
         published = _publish(dataset, expect, working, deadline)
         if published is None or result.outcome == Outcome.COMPLETED:
             return
         spec = successor_spec(SegmentSpec.from_dict(segment), result, expect, time.time() - started)
-        push = KernelPush(**options["push"])
+        push = KernelPush(**link.push)
         # Sized to the quota the account has left now, as the orchestrator sizes its pushes.
         seconds = successor_seconds(
             push.timeout_seconds,
-            quota_left(account, options),
+            quota_left(account, link),
             result,
-            options,
+            link,
             time.time() - started,
         )
         if seconds is None:
             log.info("too little quota left for a session; the orchestrator waits for the refresh")
             return
         spec = replace(spec, limit_seconds=float(seconds))
-        next_options = {**options, "checkpoint_file": published.file_name}
-        source_ref = checkpoint_source(dataset.ref, published.version, options)
+        next_options = replace(options, checkpoint_file=published.file_name)
+        source_ref = checkpoint_source(dataset.ref, published.version, link)
         push = replace(
             push, timeout_seconds=seconds, dataset_sources=[source_ref, *push.dataset_sources]
         )
         launch_id = str(LaunchId(spec.job_id, spec.segment_index))
         source = kernel_source(launch_id, spec, next_options, code)
-        JobKernel(account, options["kernel_slug"]).push(source, push)
+        JobKernel(account, link.kernel_slug).push(source, push)
         log.info(
             "pushed segment %d (%.1f s after commit)", spec.segment_index, time.time() - started
         )

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
 
 from worker.boundary.contract import SegmentSpec
+from worker.boundary.kernel_options import KernelOptions
 
 LAUNCH_ID_MARK = "# baton-launch-id: "
 
@@ -36,7 +36,7 @@ os._exit(code)  # everything is fsynced; skip tearing down torch
 """
 
 
-def kernel_source(launch_id: str, spec: SegmentSpec, options: dict[str, Any], code: bytes) -> str:
+def kernel_source(launch_id: str, spec: SegmentSpec, options: KernelOptions, code: bytes) -> str:
     return _TEMPLATE.format(
         index=spec.segment_index,
         job_id=spec.job_id,
@@ -44,7 +44,7 @@ def kernel_source(launch_id: str, spec: SegmentSpec, options: dict[str, Any], co
         launch_id=launch_id,
         code=base64.b64encode(code).decode(),
         segment=spec.to_json(),
-        options=json.dumps(options, sort_keys=True),
+        options=json.dumps(options.to_json(), sort_keys=True),
     )
 
 

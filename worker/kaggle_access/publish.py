@@ -16,10 +16,10 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from worker.boundary.contract import CheckpointRef, SegmentResult
 from worker.boundary.errors import Rejected, Transient
+from worker.boundary.kernel_options import Publish
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
 from worker.boundary.transport import PUBLISH_FILE, Published
 from worker.kaggle_access.chaining import RETRY_CAP_SECONDS, RETRY_SECONDS, secret_key
@@ -29,7 +29,7 @@ from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, productio
 log = logging.getLogger("worker.kaggle.publish")
 
 
-def publish_checkpoint(options: dict[str, Any], working: Path, deadline: float) -> bool:
+def publish_checkpoint(publish: Publish, working: Path, deadline: float) -> bool:
     """Upload the committed checkpoint; True once Kaggle accepted it and publish.json says so."""
     result = SegmentResult.read(working / RESULT_FILE)
     if not result.committed:
@@ -41,9 +41,9 @@ def publish_checkpoint(options: dict[str, Any], working: Path, deadline: float) 
     expect = CheckpointRef(result.job_id, result.segment_index, result.end_step)
     checkpoint = working / CHECKPOINT_DIR
     name = archive_name(expect, checkpoint)
-    account = KaggleAccount(options["username"], key, production_client)
+    account = KaggleAccount(publish.username, key, production_client)
     staging = Path(tempfile.mkdtemp(prefix="baton-publish-"))
-    dataset = CheckpointDataset(account, options["publish_dataset"], staging)
+    dataset = CheckpointDataset(account, publish.dataset, staging)
     delay = RETRY_SECONDS
     try:
         while time.time() < deadline:

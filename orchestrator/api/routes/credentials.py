@@ -5,7 +5,6 @@ The key goes in and never comes out: responses say only whether one is configure
 
 from __future__ import annotations
 
-from datetime import UTC
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response, status
@@ -29,9 +28,7 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 
 
 def _out(row: KaggleCredential) -> KaggleCredentialsOut:
-    # SQLite hands back naive datetimes; every stored time is UTC.
-    updated = row.updated_at if row.updated_at.tzinfo else row.updated_at.replace(tzinfo=UTC)
-    return KaggleCredentialsOut(username=row.username, configured=True, updated_at=updated)
+    return KaggleCredentialsOut(username=row.username, configured=True, updated_at=row.updated_at)
 
 
 def _not_found() -> HTTPException:

@@ -10,6 +10,7 @@ from orchestrator.api.deps import CurrentUser, ServicesDep
 from orchestrator.backends.base import BackendError
 from orchestrator.models import Job, KaggleCredential
 from orchestrator.service import Services
+from orchestrator.spec import stored_spec
 from orchestrator.wire import QuotaOut
 
 # Kaggle's weekly allowance: 30 h of GPU, 20 h of TPU (the API reports only what is left).
@@ -56,7 +57,9 @@ def account_quota(services: Services, user_id: str) -> list[QuotaOut]:
         if credentials is None or job is None:
             return []
         account = credentials.username
-        accelerator = str(job.spec.get("kaggle", {}).get("accelerator", "t4x2"))
+        kaggle = stored_spec(job.spec).kaggle
+        assert kaggle is not None  # a Kaggle job's spec always has its options
+        accelerator = kaggle.accelerator.value
     quota = services.engine.backends.for_job(job).quota()
     found = (
         []

@@ -11,7 +11,6 @@ from orchestrator.api.links import link
 from orchestrator.auth import (
     BootstrapToken,
     TokenNotFound,
-    as_utc,
     list_tokens,
     new_token,
     register_token,
@@ -32,9 +31,9 @@ def _out(row: ApiToken, current_id: str) -> dict[str, Any]:
     return {
         "id": row.id,
         "name": row.name,
-        "created_at": as_utc(row.created_at),
-        "expires_at": as_utc(row.expires_at) if row.expires_at else None,
-        "last_used_at": as_utc(row.last_used_at) if row.last_used_at else None,
+        "created_at": row.created_at,
+        "expires_at": row.expires_at,
+        "last_used_at": row.last_used_at,
         "bootstrap": row.bootstrap,
         "current": row.id == current_id,
     }

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from orchestrator.auth import as_utc, hash_token, token_for
+from orchestrator.auth import hash_token, token_for
 from orchestrator.db import Database
 from orchestrator.models import ApiToken, UiSession, User, utcnow
 
@@ -83,7 +83,7 @@ def signed_in(db: Database, cookie: str | None, now: datetime | None = None) -> 
         row = session.scalars(
             select(UiSession).where(UiSession.id_hash == hash_token(cookie))
         ).first()
-        if row is None or as_utc(row.expires_at) <= now:
+        if row is None or row.expires_at <= now:
             return None
         user = _live_token_user(session, row.token_id, now)
         if user is None:
@@ -101,6 +101,6 @@ def _live_token_user(session: Session, token_id: str, now: datetime) -> User | N
     if found is None:
         return None
     token, user = found
-    if token.expires_at is not None and as_utc(token.expires_at) <= now:
+    if token.expires_at is not None and token.expires_at <= now:
         return None
     return user

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, timedelta
 from pathlib import Path
-from typing import Any
 
 from kagglesdk.datasets.types.dataset_api_service import ApiDeleteDatasetRequest
 from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
@@ -42,6 +41,8 @@ from orchestrator.spec import MIN_SESSION_SECONDS, Accelerator, KaggleSpec
 from worker.accelerator import Accelerators
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult
 from worker.boundary.errors import AccountRefused
+from worker.boundary.heartbeat import Heartbeat
+from worker.boundary.kernel_options import KernelControl, KernelOptions, Publish, SelfChain
 from worker.boundary.launch_id import LaunchId
 from worker.boundary.manifest import CorruptCheckpoint, read_manifest, verify_checkpoint
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
@@ -214,13 +215,12 @@ class KaggleBackend:
 
         def source() -> str:
             # Built per slug: a self-chaining kernel pushes its successor to its own slug.
-            kernel_options = self._kernel_options(push, dataset.slug)
-            if checkpoint_file is not None:
-                kernel_options["checkpoint_file"] = checkpoint_file
+            publish = None
             if self.options.kernel_transport:
                 # The session publishes its checkpoint itself (worker/kaggle_access/publish.py).
-                kernel_options["username"] = self.account.username
-                kernel_options["publish_dataset"] = checkpoint_slug(spec.job_id, spec.segment_index)
+                slug = checkpoint_slug(spec.job_id, spec.segment_index)
+                publish = Publish(self.account.username, slug)
+            kernel_options = self._kernel_options(push, dataset.slug, checkpoint_file, publish)
             return kernel_source(request.launch_id, spec, kernel_options, code)
 
         pushed = self._push(source, push)
@@ -328,48 +328,55 @@ class KaggleBackend:
                 "DeleteDataset", lambda c: c.datasets.dataset_api_client.delete_dataset(request)
             )
 
-    def _kernel_options(self, push: KernelPush, dataset_slug: str | None = None) -> dict[str, Any]:
+    def _kernel_options(
+        self,
+        push: KernelPush,
+        dataset_slug: str | None = None,
+        checkpoint_file: str | None = None,
+        publish: Publish | None = None,
+    ) -> KernelOptions:
         """What the kernel script needs besides its segment; no secrets, ever."""
-        options: dict[str, Any] = {
-            "checkpoint_dataset": dataset_slug or self.dataset.slug,
-            "requirements": self.options.requirements,
-            # The worker checks the session has it before training (kaggle-api #1197).
-            "accelerator": asdict(PROMISED[self.options.accelerator]),
-            **self._measured_options(dataset_slug or self.dataset.slug),
-        }
+        slug = dataset_slug or self.dataset.slug
+        found = self.findings.load()
+        promised = PROMISED[self.options.accelerator]
+        chain = control = None
         if self._listens:
-            options["control"] = {
-                "dataset": self.control.slug,
-                "username": self.account.username,
-                "poll_seconds": self.options.control_poll_seconds,
-            }
-        if self.options.self_chain:
-            options |= {
-                "self_chain": True,
-                "username": self.account.username,
-                "kernel_slug": self.kernel.slug,
-                "push": asdict(push),  # the successor pushes itself the same way
-                # ...named as the account accepts, and sized to the quota it reads then.
-                "pinned_sources": self.findings.load().pinned_sources,
-                "uses_quota": self.options.accelerator is not Accelerator.NONE,
-                "tpu": self.options.accelerator is Accelerator.TPU,
-                "quota_reserve_seconds": self.options.quota_reserve_seconds,
-                "min_session_seconds": MIN_SESSION_SECONDS,
-            }
-        return options
-
-    def _measured_options(self, dataset_slug: str | None = None) -> dict[str, Any]:
-        """What `baton kaggle check` measured on this account, for the kernel to use: where the
-        checkpoint is mounted (looked at first) and the container's boot offset (a floor)."""
-        found, measured = self.findings.load(), dict[str, Any]()
-        if found.mount_layout:
-            layout = VERSION_FOLDER.sub("", found.mount_layout)
-            measured["checkpoint_mount"] = layout.replace("<owner>", self.account.username).replace(
-                "<slug>", dataset_slug or self.dataset.slug
+            control = KernelControl(
+                self.account.username, self.control.slug, self.options.control_poll_seconds
             )
-        if found.boot_offset_seconds:
-            measured["boot_offset_seconds"] = found.boot_offset_seconds
-        return measured
+        if self.options.self_chain:
+            chain = SelfChain(
+                username=self.account.username,
+                kernel_slug=self.kernel.slug,
+                push=asdict(push),  # the successor pushes itself the same way
+                # ...named as the account accepts, and sized to the quota it reads then.
+                pinned_sources=found.pinned_sources,
+                uses_quota=self.options.accelerator is not Accelerator.NONE,
+                tpu=self.options.accelerator is Accelerator.TPU,
+                quota_reserve_seconds=self.options.quota_reserve_seconds,
+                min_session_seconds=MIN_SESSION_SECONDS,
+            )
+        return KernelOptions(
+            checkpoint_dataset=slug,
+            requirements=list(self.options.requirements),
+            # The worker checks the session has it before training (kaggle-api #1197).
+            promised_gpus=promised.gpus,
+            promised_tpu=promised.tpu,
+            checkpoint_file=checkpoint_file,
+            checkpoint_mount=self._checkpoint_mount(found.mount_layout, slug),
+            boot_offset_seconds=found.boot_offset_seconds or 0.0,
+            chain=chain,
+            control=control,
+            publish=publish,
+        )
+
+    def _checkpoint_mount(self, mount_layout: str | None, dataset_slug: str) -> str | None:
+        """Where `baton kaggle check` saw this account's kernels mount a dataset, for the kernel
+        to look at first."""
+        if not mount_layout:
+            return None
+        layout = VERSION_FOLDER.sub("", mount_layout)
+        return layout.replace("<owner>", self.account.username).replace("<slug>", dataset_slug)
 
     def _checkpoint_source(self, dataset: CheckpointDataset, published: PublishedCheckpoint) -> str:
         """The checkpoint version pinned (`owner/slug/N`), or unpinned where Kaggle refused pins
@@ -592,9 +599,12 @@ class KaggleBackend:
         other pauses when its segment ends."""
         self._tell(handle, Command.PAUSE)
 
-    def progress(self, handle: str) -> dict[str, Any] | None:
+    def progress(self, handle: str) -> Heartbeat | None:
         """Nothing reaches into a running kernel."""
         return None
+
+    def queue_reason(self, handle: str) -> str | None:
+        return None  # Kaggle says nothing of why a kernel is still queued
 
     def log_file(self, handle: str) -> Path | None:
         """The log Kaggle kept with the output, once collected (a running kernel's is not

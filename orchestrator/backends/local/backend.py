@@ -9,7 +9,6 @@ import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from orchestrator.backends.base import (
     Collected,
@@ -32,6 +31,7 @@ from orchestrator.backends.local.sessions import (
 from orchestrator.backends.local.supervisor import SessionExit, SessionPlan
 from orchestrator.backends.log_tail import last_line, read_tail
 from worker.boundary.contract import READY_LOG, STARTUP_LOG, CheckpointRef, SegmentResult
+from worker.boundary.heartbeat import Heartbeat
 from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint
 from worker.boundary.paths import SessionPaths
 from worker.reasons import one_line
@@ -179,19 +179,21 @@ class LocalBackend:
     def quota(self) -> Quota | None:
         return None
 
-    def progress(self, handle: str) -> dict[str, Any] | None:
+    def progress(self, handle: str) -> Heartbeat | None:
         return _read_heartbeat(SessionPaths(self._root(handle)).heartbeat)
 
     def log_file(self, handle: str) -> Path | None:
         return SessionPaths(self._root(handle)).log
 
+    def queue_reason(self, handle: str) -> str | None:
+        return None  # a local session starts at once
 
-def _read_heartbeat(path: Path) -> dict[str, Any] | None:
+
+def _read_heartbeat(path: Path) -> Heartbeat | None:
     try:
-        data = json.loads(path.read_text())
+        return Heartbeat.from_json(json.loads(path.read_text()))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
 
 
 def _during_start_up(root: Path, limit: int = 16000) -> str:

@@ -42,6 +42,7 @@ from orchestrator.backends.slurm.commands import (
 from orchestrator.backends.slurm.script import batch_script, job_name, sbatch_options
 from orchestrator.spec import SlurmSpec
 from worker.boundary.contract import CheckpointRef, SegmentResult
+from worker.boundary.heartbeat import Heartbeat
 from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint
 from worker.boundary.paths import SessionPaths
 from worker.control import Command
@@ -221,13 +222,17 @@ class SlurmBackend:
     def quota(self) -> Quota | None:
         return None
 
-    def progress(self, handle: str) -> dict[str, Any] | None:
-        """The heartbeat while the job runs; while it waits in Slurm's queue, why it waits."""
+    def progress(self, handle: str) -> Heartbeat | None:
+        """The heartbeat the running worker writes on the shared filesystem."""
+        path = self._paths(SlurmHandle.parse(handle).launch_id).heartbeat
+        return Heartbeat.from_json(_read_json(path))
+
+    def queue_reason(self, handle: str) -> str | None:
+        """Slurm's pending reason (Priority, Resources, QOSMaxJobsPerUserLimit...) as last seen."""
         record = self._seen.get(handle)
         if record is not None and record.state in PENDING_STATES:
-            return {"waiting": record.reason or "not yet scheduled"}
-        beat = _read_json(self._paths(SlurmHandle.parse(handle).launch_id).heartbeat)
-        return beat
+            return record.reason or "not yet scheduled"
+        return None
 
     def log_file(self, handle: str) -> Path | None:
         try:

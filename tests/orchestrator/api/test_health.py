@@ -64,7 +64,9 @@ def test_a_read_only_postgresql_database_is_unhealthy(tmp_path: Path, database_u
         return  # the SQLite case is the test above; this one needs a server
     settings = make_settings(tmp_path / "data", database_url=database_url)
     prestart(settings)
-    read_only = database_url + "%20-cdefault_transaction_read_only%3Don"
+    # A libpq option on the URL: every connection then starts read-only.
+    joiner = "%20" if "options=" in database_url else "?options="
+    read_only = f"{database_url}{joiner}-cdefault_transaction_read_only%3Don"
     with _serving(settings, read_only) as api:
         health = api.get("/healthz")
         assert health.status_code == 503

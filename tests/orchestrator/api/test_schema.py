@@ -35,7 +35,7 @@ from tests.factories import (
     make_settings,
     require_services,
 )
-from tests.scale.cluster import POSTGRES_URL, postgres_schema
+from tests.support.databases import POSTGRES_URL, postgres_schema
 
 # Bodies with rules JSON Schema cannot state get 422 for some schema-valid values; each route
 # documents them in its 422 answer. Schemathesis's own advice for such rules is to allow 422

@@ -4,6 +4,7 @@ event with the reason clipped to what is stored. On a real (SQLite) database."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,10 +12,12 @@ from sqlalchemy import select
 
 from orchestrator.db import Database
 from orchestrator.engine.decisions import apply_decision, job_view
-from orchestrator.lifecycle import Decision, JobState, JobView
+from orchestrator.lifecycle import Decision, JobChanges, JobState, JobView
 from orchestrator.models import Event, Job, User
 from tests.factories import job_spec
 from worker.boundary.text import TEXT_LIMIT
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def stored_job(**overrides: Any) -> Job:
@@ -78,11 +81,11 @@ def db(sqlite_db: Database) -> Database:
 
 def test_a_decision_moves_the_job_sets_its_fields_and_logs_one_event(db: Database) -> None:
     reason = "x" * (TEXT_LIMIT + 500)
-    decision = Decision(JobState.FAILED, {"failures": 5}, "failed", reason)
+    decision = Decision(JobState.FAILED, JobChanges(failures=5), "failed", reason)
     with db.transaction() as session:
         job = session.get(Job, "j1")
         assert job is not None
-        apply_decision(session, job, decision, reason="worker crashed")
+        apply_decision(session, job, decision, JobChanges(reason="worker crashed"), now=NOW)
     with db.transaction() as session:
         job = session.get(Job, "j1")
         assert job is not None
@@ -99,10 +102,39 @@ def test_a_decision_to_stay_updates_fields_only(db: Database) -> None:
     with db.transaction() as session:
         job = session.get(Job, "j1")
         assert job is not None
-        apply_decision(session, job, Decision(None, {"pause_requested": True}, "pause_requested"))
+        stay = Decision(None, JobChanges(pause_requested=True), "pause_requested")
+        apply_decision(session, job, stay, now=NOW)
     with db.transaction() as session:
         job = session.get(Job, "j1")
         assert job is not None
         assert (job.state, job.pause_requested) == ("running", True)
         kinds = [(e.kind, e.to_state, e.message) for e in session.scalars(select(Event))]
     assert kinds == [("pause_requested", "running", None)]
+
+
+def _spec_job(spec: dict[str, object]) -> Job:
+    return Job(
+        id="j1",
+        user_id="u1",
+        backend="local",
+        state="running",
+        spec=spec,
+        total_steps=50,
+        steps_done=20,
+        failures=1,
+        pause_requested=False,
+    )
+
+
+def test_the_view_carries_the_submitted_retry_limit_and_divergence_policy() -> None:
+    session = {"limit_seconds": 60, "watchdog": {"on_divergence": "rollback"}}
+    view = job_view(_spec_job(job_spec(retry={"max_failures": 5}, session=session)), rollbacks=1)
+    assert (view.state, view.steps_done, view.failures) == (JobState.RUNNING, 20, 1)
+    assert (view.max_failures, view.rollback_on_divergence, view.rollbacks) == (5, True, 1)
+
+
+def test_the_defaults_are_the_spec_s_own() -> None:
+    spec = job_spec()
+    del spec["retry"]
+    view = job_view(_spec_job(spec))
+    assert (view.max_failures, view.rollback_on_divergence) == (3, False)

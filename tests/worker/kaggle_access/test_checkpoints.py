@@ -12,9 +12,8 @@ from kagglesdk.datasets.types.dataset_enums import DatabundleVersionStatus
 from orchestrator.backends.base import Rejected, Transient
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, start_emulator
-from tests.support.kaggle import account_on
+from tests.support.kaggle import EXPECT, account_on, committed_checkpoint, publish_until_settled
 from worker.boundary.contract import CheckpointRef
-from worker.boundary.manifest import write_manifest
 from worker.kaggle_access.checkpoints import (
     MAX_UPLOADS,
     PROCESSING_WITHIN_SECONDS,
@@ -23,34 +22,7 @@ from worker.kaggle_access.checkpoints import (
 )
 from worker.kaggle_access.client import KaggleAccount
 
-EXPECT = CheckpointRef("j1", 0, 10)
 LOST = {"FAILED", "DELETED"}
-
-
-def _checkpoint(path: Path, expect: CheckpointRef = EXPECT) -> Path:
-    path.mkdir(parents=True)
-    (path / "model.bin").write_bytes(b"weights" * 100)
-    write_manifest(
-        path,
-        job_id=expect.job_id,
-        segment_index=expect.segment_index,
-        step=expect.step,
-        model_digest="d" * 64,
-    )
-    return path
-
-
-def _publish_until_settled(dataset: CheckpointDataset, checkpoint: Path) -> object:
-    """Ask as the engine does, tick after tick, until publishing returns or is refused."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            return dataset.ensure_published(EXPECT, checkpoint)
-        except Transient:
-            time.sleep(0.1)
-        except Rejected as refused:
-            return refused
-    return None
 
 
 @pytest.mark.parametrize("status", [s.name for s in DatabundleVersionStatus])
@@ -58,14 +30,14 @@ def test_only_a_ready_version_is_used(
     emulator: Emulator, alice: KaggleAccount, tmp_path: Path, status: str
 ) -> None:
     emulator.faults.dataset_outcomes = [status] * (MAX_UPLOADS + 1)
-    checkpoint = _checkpoint(tmp_path / "ckpt")
+    checkpoint = committed_checkpoint(tmp_path / "ckpt")
     dataset = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "staging")
     if status == "READY":
-        published = _publish_until_settled(dataset, checkpoint)
+        published = publish_until_settled(dataset, checkpoint)
         assert getattr(published, "version", None) == 1
         return
     if status in LOST:
-        refused = _publish_until_settled(dataset, checkpoint)
+        refused = publish_until_settled(dataset, checkpoint)
         assert isinstance(refused, Rejected)
         assert f"{MAX_UPLOADS} times" in str(refused)
         versions = emulator.dataset("alice/baton-ckpt-j1").versions
@@ -86,7 +58,7 @@ def test_a_failed_version_is_uploaded_again_and_then_used(
 ) -> None:
     emulator.faults.dataset_outcomes = ["FAILED"]
     dataset = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "staging")
-    published = _publish_until_settled(dataset, _checkpoint(tmp_path / "ckpt"))
+    published = publish_until_settled(dataset, committed_checkpoint(tmp_path / "ckpt"))
     assert getattr(published, "version", None) == 2
 
 
@@ -95,14 +67,14 @@ def test_publishing_into_someone_elses_dataset_is_a_refusal(
 ) -> None:
     # alice's dataset is READY; bob may not publish into it: final, never "busy".
     dataset = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "staging")
-    assert _publish_until_settled(dataset, _checkpoint(tmp_path / "ckpt")) is not None
+    assert publish_until_settled(dataset, committed_checkpoint(tmp_path / "ckpt")) is not None
     emulator.state.options.users["bob"] = "bob-key"
     intruder = CheckpointDataset(account_on(emulator, "bob", "bob-key"), "x", tmp_path / "bob")
     intruder.owner = "alice"
     intruder.slug = "baton-ckpt-j1"
     other = CheckpointRef("j1", 0, 10)
     with pytest.raises(Rejected):
-        intruder.ensure_published(other, _checkpoint(tmp_path / "bob-ckpt"))
+        intruder.ensure_published(other, committed_checkpoint(tmp_path / "bob-ckpt"))
 
 
 class _Clock:
@@ -134,7 +106,7 @@ def test_a_full_private_storage_fails_publishing_with_the_reason(
     """Past the private storage limit Kaggle accepts an upload and never finishes it: the
     dataset 404s (kaggle-api #284) or the version stays NOT_YET_PERSISTED (#424). Publishing
     waits out the usual delays, never uploads twice, then refuses with the reason."""
-    checkpoint = _checkpoint(tmp_path / "ckpt")
+    checkpoint = committed_checkpoint(tmp_path / "ckpt")
     size = sum(p.stat().st_size for p in checkpoint.iterdir())
     limit = size * 3 // 2 if first_fits else size // 2
     with start_emulator(
@@ -145,7 +117,7 @@ def test_a_full_private_storage_fails_publishing_with_the_reason(
         if first_fits:
             assert _publish_for(dataset, checkpoint, EXPECT) == "published v1"
         second = CheckpointRef("j1", 1, 20)
-        later = _checkpoint(tmp_path / "ckpt2", second) if first_fits else checkpoint
+        later = committed_checkpoint(tmp_path / "ckpt2", second) if first_fits else checkpoint
         expect = second if first_fits else EXPECT
         assert _publish_for(dataset, later, expect).startswith("waiting")
         clock.now += (PROCESSING_WITHIN_SECONDS if first_fits else VISIBLE_WITHIN_SECONDS) + 1

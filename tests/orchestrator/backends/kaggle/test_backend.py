@@ -174,14 +174,16 @@ def test_what_the_preflight_measured_goes_to_the_kernel(
     alice: KaggleAccount, tmp_path: Path
 ) -> None:
     backend = _backend(alice, tmp_path)
-    assert "checkpoint_mount" not in backend._measured_options()
+    unmeasured = backend._kernel_options(CPU_PUSH)
+    assert (unmeasured.checkpoint_mount, unmeasured.boot_offset_seconds) == (None, 0.0)
     backend.findings.update(
         mount_layout="input/datasets/<owner>/<slug>/versions/2", boot_offset_seconds=41.5
     )
-    assert backend._measured_options() == {
-        "checkpoint_mount": f"input/datasets/alice/baton-ckpt-{JOB}",
-        "boot_offset_seconds": 41.5,
-    }
+    measured = backend._kernel_options(CPU_PUSH)
+    assert (measured.checkpoint_mount, measured.boot_offset_seconds) == (
+        f"input/datasets/alice/baton-ckpt-{JOB}",
+        41.5,
+    )
 
 
 def test_a_fractional_limit_is_floored_for_the_kernel_and_its_worker_alike(

@@ -16,8 +16,7 @@ from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
-from tests.support.kaggle import account_on
-from tests.worker.kaggle_access.test_checkpoints import EXPECT, _checkpoint
+from tests.support.kaggle import EXPECT, account_on, committed_checkpoint, publish_until_settled
 from worker.boundary.contract import SegmentSpec
 from worker.kaggle_access.checkpoints import VISIBLE_WITHIN_SECONDS, CheckpointDataset
 from worker.kaggle_access.client import KaggleAccount
@@ -126,18 +125,6 @@ def test_an_account_without_phone_verification_is_refused_for_good(tmp_path: Pat
         assert JobKernel(alice, "cpu-only").push(SLEEP, CPU).version == 1
 
 
-def _settle(dataset: CheckpointDataset, checkpoint: Path) -> object:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            return dataset.ensure_published(EXPECT, checkpoint)
-        except Transient:
-            time.sleep(0.1)
-        except Rejected as refused:
-            return refused
-    return None
-
-
 def _wait_visible(emulator: Emulator, ref: str) -> None:
     """Until GetDatasetStatus finds the dataset (a new one 404s for a moment)."""
     api = emulator.kaggle_api()
@@ -154,7 +141,7 @@ def _wait_visible(emulator: Emulator, ref: str) -> None:
 def test_a_create_that_answered_500_is_adopted_never_uploaded_twice(
     emulator: Emulator, alice: KaggleAccount, tmp_path: Path
 ) -> None:
-    checkpoint = _checkpoint(tmp_path / "ckpt")
+    checkpoint = committed_checkpoint(tmp_path / "ckpt")
     emulator.faults.fail_next("CreateDataset", FaultKind.SERVER_ERROR_AFTER_EFFECT)
     first = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "staging")
     with pytest.raises(Transient):
@@ -164,9 +151,9 @@ def test_a_create_that_answered_500_is_adopted_never_uploaded_twice(
     # GetDataset still lags: the client's own title check says "already in use".
     emulator.faults.fail_next("GetDataset", FaultKind.NOT_FOUND)
     second = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "restored")
-    published = _settle(second, checkpoint)
+    published = publish_until_settled(second, checkpoint, timeout=60)
     assert getattr(published, "version", None) == 1, published
-    assert getattr(_settle(first, checkpoint), "version", None) == 1
+    assert getattr(publish_until_settled(first, checkpoint, timeout=60), "version", None) == 1
     assert len(emulator.calls("StartBlobUpload")) == 1
     assert len(emulator.calls("CreateDataset")) == 1
     record = emulator.dataset("alice/baton-ckpt-j1")
@@ -183,7 +170,7 @@ class _Clock:
 
 
 def test_a_500_on_create_with_the_storage_full_names_the_storage_limit(tmp_path: Path) -> None:
-    checkpoint = _checkpoint(tmp_path / "ckpt")
+    checkpoint = committed_checkpoint(tmp_path / "ckpt")
     with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, private_storage_bytes=10) as em:
         em.faults.fail_next("CreateDataset", FaultKind.SERVER_ERROR_AFTER_EFFECT)
         clock = _Clock()

@@ -4,15 +4,20 @@ shows such a chain running past the weekly quota ("30.93/30h")."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import start_emulator
 from tests.support.kaggle import account_on
 from worker.boundary.contract import SegmentResult, Timings
+from worker.boundary.kernel_options import SelfChain
 from worker.kaggle_access.successor import checkpoint_source, quota_left, successor_seconds
 
-GPU = {"uses_quota": True, "quota_reserve_seconds": 100.0, "min_session_seconds": 5.0}
+GPU = SelfChain(
+    "alice", "baton-j1", {}, uses_quota=True, quota_reserve_seconds=100.0, min_session_seconds=5.0
+)
+CPU = SelfChain("alice", "baton-j1", {})
 
 
 def _result(fixed: float = 4.0) -> SegmentResult:
@@ -20,9 +25,10 @@ def _result(fixed: float = 4.0) -> SegmentResult:
 
 
 def test_the_checkpoint_is_named_unpinned_where_the_account_refuses_pins() -> None:
-    assert checkpoint_source("alice/ckpt", 3, {"pinned_sources": False}) == "alice/ckpt"
-    assert checkpoint_source("alice/ckpt", 3, {"pinned_sources": True}) == "alice/ckpt/3"
-    assert checkpoint_source("alice/ckpt", 3, {}) == "alice/ckpt/3"  # not measured
+    refused, accepted = replace(CPU, pinned_sources=False), replace(CPU, pinned_sources=True)
+    assert checkpoint_source("alice/ckpt", 3, refused) == "alice/ckpt"
+    assert checkpoint_source("alice/ckpt", 3, accepted) == "alice/ckpt/3"
+    assert checkpoint_source("alice/ckpt", 3, CPU) == "alice/ckpt/3"  # not measured
 
 
 def test_the_successor_is_sized_to_the_quota_the_kernel_reads(tmp_path: Path) -> None:
@@ -43,5 +49,5 @@ def test_no_successor_when_the_quota_left_would_mostly_boot() -> None:
 
 def test_a_cpu_job_has_no_quota_to_size_to(tmp_path: Path) -> None:
     with start_emulator(tmp_path / "e", **FAST_EMULATOR) as emulator:
-        assert quota_left(account_on(emulator), {"uses_quota": False}) is None
-    assert successor_seconds(600, None, _result(), {}) == 600
+        assert quota_left(account_on(emulator), CPU) is None
+    assert successor_seconds(600, None, _result(), CPU) == 600
