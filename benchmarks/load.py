@@ -357,6 +357,7 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
     load_at_start = os.getloadavg()
     began = time.monotonic()
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    code = commit()  # what was measured: the checkout at the start
     print(f"run at {date}, load average {load_at_start} at the start", flush=True)
     with tempfile.TemporaryDirectory(prefix="baton-load-") as tmp, postgres_schema() as schema_url:
         # Named, so that PostgreSQL's activity can be told from other clients of the server.
@@ -419,7 +420,7 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             redis.kill()
     return {
         "date": date,
-        "commit": commit(),
+        "commit": code,
         "machine": machine(),
         "cpus": os.cpu_count(),
         "load_average_at_start": load_at_start,

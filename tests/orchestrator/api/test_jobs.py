@@ -216,6 +216,19 @@ def test_the_list_pages_by_cursor_newest_first_without_gaps_or_repeats(api: Test
     assert "spec" in api.get(f"/api/v1/jobs/{ids[0]}").json()
 
 
+def test_a_state_filtered_list_pages_by_cursor_through_that_state_only(api: TestClient) -> None:
+    ids = [_submit(api, name=f"job-{n}")["id"] for n in range(5)]
+    cancelled = ids[0], ids[2], ids[3]
+    for job_id in cancelled:
+        api.post(f"/api/v1/jobs/{job_id}/cancel")
+    first = api.get("/api/v1/jobs", params={"state": "cancelled", "limit": 2}).json()
+    after = {"state": "cancelled", "limit": 2, "cursor": first["next_cursor"]}
+    second = api.get("/api/v1/jobs", params=after).json()
+    assert [item["id"] for item in first["items"] + second["items"]] == list(cancelled[::-1])
+    assert (first["total"], second["total"], second["next_cursor"]) == (3, 3, None)
+    assert {item["state"] for item in first["items"] + second["items"]} == {"cancelled"}
+
+
 def test_a_cursor_is_a_job_id_of_ones_own(api: TestClient, settings: Settings) -> None:
     mine = _submit(api)["id"]
     for bad in ("not a job id", "j\x00", "x" * 65):
