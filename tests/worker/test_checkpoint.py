@@ -1,4 +1,5 @@
 import json
+import pickle
 import random
 
 import numpy as np
@@ -8,11 +9,17 @@ import torch
 from tests.support.trainers import LinearTrainer, make_linear_trainer
 from worker import checkpoint
 from worker.boundary.contract import CheckpointRef
-from worker.boundary.manifest import CorruptCheckpoint, StaleCheckpoint, verify_checkpoint
+from worker.boundary.manifest import (
+    CorruptCheckpoint,
+    StaleCheckpoint,
+    verify_checkpoint,
+    write_manifest,
+)
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE
 from worker.checkpoint import TMP_PREFIX, commit_checkpoint, load_checkpoint
 from worker.digest import model_digest
 from worker.rng import capture_rng_state, restore_rng_state, seed_everything
+from worker.trainer import TRAINER_STATE_FILE
 
 EXPECT = CheckpointRef("job-1", 0, 5)
 
@@ -238,3 +245,80 @@ def test_the_state_size_counts_every_tensor_byte_however_nested():
     assert checkpoint.state_nbytes(state) == 40 + 24 + 2
     assert checkpoint.state_nbytes(torch.zeros(4, 4)) == 64
     assert checkpoint.state_nbytes(None) == 0
+
+
+def _rewrite(directory, name, state):
+    """Replace one file of a committed checkpoint and sign it again, as a writer with access to
+    the checkpoint could: the manifest then verifies, and only loading can refuse it."""
+    old = verify_checkpoint(directory)
+    torch.save(state, directory / name)
+    write_manifest(
+        directory,
+        job_id=old.job_id,
+        segment_index=old.segment_index,
+        step=old.step,
+        model_digest=old.model_digest,
+    )
+
+
+def test_a_runtime_state_that_disagrees_with_its_manifest_is_rejected(committed):
+    directory, _ = committed
+    _rewrite(directory, checkpoint.runtime_state_file(), {"step": 6, "rng": capture_rng_state()})
+    with pytest.raises(CorruptCheckpoint, match="runtime state says step 6, manifest says 5"):
+        load_checkpoint(directory, EXPECT)
+
+
+class _RunsCode:
+    """Unpickling this opens (creates) a file: code run by loading a checkpoint."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("name", ["runtime", "trainer"])
+def test_a_checkpoint_holding_pickled_code_is_refused_and_never_runs_it(committed, tmp_path, name):
+    directory, trainer = committed
+    marker = tmp_path / "code-ran"
+    if name == "runtime":
+        state = {"step": 5, "rng": _RunsCode(marker)}
+        _rewrite(directory, checkpoint.runtime_state_file(), state)
+    else:
+        _rewrite(directory, TRAINER_STATE_FILE, {**trainer.state_dict(), "x": _RunsCode(marker)})
+    with pytest.raises(pickle.UnpicklingError):
+        load_checkpoint(directory, EXPECT)
+    assert not marker.exists()
+
+
+def test_a_trainer_s_own_state_reader_is_what_a_load_hands_back(committed):
+    directory, _ = committed
+    seen = []
+
+    def read_state(where):
+        seen.append(where)
+        return {"from": "the trainer's reader"}
+
+    resume, _ = load_checkpoint(directory, EXPECT, read_state)
+    assert resume.trainer == {"from": "the trainer's reader"}
+    assert seen == [directory]
+
+
+def test_a_recommit_keeps_a_checkpoint_s_nested_folders(tmp_path):
+    """Some trainers lay their state out folders deep: the re-commit copies it as it was."""
+    trainer = trained()
+
+    def write_nested(directory, state):
+        (directory / "model" / "shard-0").mkdir(parents=True)
+        torch.save(state, directory / "model" / "shard-0" / "state.pt")
+
+    trainer.write_state = write_nested  # type: ignore[method-assign]
+    source_dir = tmp_path / "segment-0"
+    source_dir.mkdir()
+    given = commit_checkpoint(source_dir, trainer, 5, capture_rng_state(), "job-1", 0)
+    output = tmp_path / "segment-1"
+    output.mkdir()
+    manifest = checkpoint.recommit_checkpoint(source_dir / CHECKPOINT_DIR, given, output, 1)
+    assert "model/shard-0/state.pt" in manifest.files
+    assert _files(output / CHECKPOINT_DIR) == _files(source_dir / CHECKPOINT_DIR)

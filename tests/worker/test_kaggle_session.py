@@ -6,6 +6,8 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from worker.boundary.paths import MANIFEST_FILE
 from worker.kaggle_session import find_mounted_checkpoint, session_origin, stage_checkpoint
 from worker.proctime import process_start_time
@@ -98,3 +100,58 @@ def test_a_mounted_archive_or_folder_is_staged_whole(tmp_path: Path) -> None:
         stage_checkpoint(mounted, target)
         assert (target / MANIFEST_FILE).read_text() == '{"step": 3}'
         assert (target / "sub" / "weights.pt").read_bytes() == b"\x00\x01"
+
+
+def test_the_expected_checkpoint_wins_over_another_version_in_the_same_mount(
+    tmp_path: Path,
+) -> None:
+    """Kaggle may mount several checkpoints side by side (or unpack them): the one the segment
+    expects is taken, never the newest other one, in the measured mount too."""
+    for name, measured in (
+        ("searched", None),
+        ("measured", tmp_path / "m" / "x" / "y" / "z" / "w"),
+    ):
+        root = tmp_path / name
+        mount = measured / SLUG if measured is not None else root / SLUG
+        expected = _put(mount / ARCHIVE.removesuffix(".tar"), unpacked=True)
+        _put(mount / "checkpoint-s00001-step20-zzz", unpacked=True)
+        found = find_mounted_checkpoint(
+            root, SLUG, ARCHIVE, mount if measured is not None else None
+        )
+        assert found == expected, name
+
+
+def test_of_several_other_versions_the_newest_is_handed_over(tmp_path: Path) -> None:
+    mount = tmp_path / SLUG
+    for name in (
+        "checkpoint-s00000-step5-a",
+        "checkpoint-s00001-step8-b",
+        "checkpoint-s00002-step9-c",
+    ):
+        _put(mount / f"{name}.tar")
+    assert (
+        find_mounted_checkpoint(tmp_path, SLUG, ARCHIVE) == mount / "checkpoint-s00002-step9-c.tar"
+    )
+
+
+def test_an_archive_member_that_escapes_the_target_is_refused(tmp_path: Path) -> None:
+    evil = tmp_path / "payload"
+    evil.write_text("outside")
+    archive = tmp_path / ARCHIVE
+    with tarfile.open(archive, "w") as tar:
+        tar.add(evil, arcname="../escaped.txt")
+    with pytest.raises(tarfile.FilterError):
+        stage_checkpoint(archive, tmp_path / "stage" / "target")
+    assert not (tmp_path / "stage" / "escaped.txt").exists()
+
+
+def test_a_symlink_in_a_mounted_folder_is_staged_as_the_bytes_it_points_to(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    real = tmp_path / "real.pt"
+    real.write_bytes(b"weights")
+    (source / "weights.pt").symlink_to(real)
+    stage_checkpoint(source, tmp_path / "target")
+    staged = tmp_path / "target" / "weights.pt"
+    assert not staged.is_symlink()
+    assert staged.read_bytes() == b"weights"
