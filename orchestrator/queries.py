@@ -44,7 +44,6 @@ from orchestrator.eta import (
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState
 from orchestrator.models import Checkpoint, Event, Job, Segment
 from orchestrator.session_timings import SessionTimings
-from orchestrator.spec import stored_spec
 from orchestrator.wire import (
     CheckpointOut,
     EtaOut,
@@ -342,9 +341,12 @@ def job_out(
     quota: QuotaPlan | None = None,
 ) -> JobOut:
     """The job with its live progress and ETA; `segments` are the job's, in index order."""
-    rule = stored_spec(job.spec).session
-    margin = MarginPolicy(rule.margin.k_steps, rule.margin.safety_seconds)
-    session = SessionLimits(rule.limit_seconds, margin)
+    # Three values, read by key: validating the whole stored spec would cost every GET its CPU.
+    rule = job.spec.get("session") or {}
+    margin = rule.get("margin") or {}
+    session = SessionLimits.read(
+        rule.get("limit_seconds"), margin.get("k_steps"), margin.get("safety_seconds")
+    )
     out = JobOut.model_validate(job)
     out.progress, out.eta = _progress_and_eta(job, segments, session=session, now=now, quota=quota)
     return out

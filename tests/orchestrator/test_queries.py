@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from orchestrator.eta import QuotaPlan
 from orchestrator.models import Job, Segment
 from orchestrator.queries import job_out, live_progress
-from orchestrator.wire import JobOut
 from tests.factories import FAST_TRAINER, job_spec
 from worker.boundary.contract import Estimates, SegmentSpec
 
@@ -99,14 +98,14 @@ def test_a_kaggle_job_s_eta_counts_the_quota_and_its_refresh() -> None:
     )
     refresh = NOW + timedelta(days=2)
     quota = QuotaPlan(seconds_left=0, refresh_at=refresh, allowance_seconds=30 * 3600)
-    out = job_out(JobOut, job, [done], now=NOW, quota=quota)
+    out = job_out(job, [done], now=NOW, quota=quota)
     assert out.eta is not None
     # 600 steps of 6 s after 60 s of overhead per session: 1 h sessions hold 590 steps.
     assert out.eta.quota_waits == 1
     assert out.eta.more_sessions == 2
     assert out.eta.finish_at == refresh + timedelta(hours=1, seconds=60 + 10 * 6)
     assert "at 30 h/week" in out.eta.text
-    assert job_out(JobOut, job, [done], now=NOW).eta.quota_waits == 0  # type: ignore[union-attr]
+    assert job_out(job, [done], now=NOW).eta.quota_waits == 0  # type: ignore[union-attr]
 
 
 def _running_job_with_history() -> tuple[Job, list[Segment]]:
@@ -137,13 +136,13 @@ def test_a_running_job_s_eta_counts_from_its_live_step_and_the_time_its_session_
     # deadline rule's margin, 1.25 steps + 1 s) hold the 200 steps still to go: done 1200 s from
     # now, no more sessions.
     segments[1].progress = {"step": 800, "step_seconds": 6.0, "at": NOW.timestamp()}
-    out = job_out(JobOut, job, segments, now=NOW)
+    out = job_out(job, segments, now=NOW)
     assert out.eta is not None
     assert (out.eta.finish_at, out.eta.more_sessions) == (NOW + timedelta(seconds=1200), 0)
     # At step 500 they hold 495 of the 500 to go: the last 5 run in one more session, launched
     # after the 5 min the previous hand-over took, 60 s overhead + 5 steps after it starts.
     segments[1].progress = {"step": 500, "step_seconds": 6.0, "at": NOW.timestamp()}
-    out = job_out(JobOut, job, segments, now=NOW)
+    out = job_out(job, segments, now=NOW)
     assert out.eta is not None
     assert out.eta.more_sessions == 1
     assert out.eta.finish_at == NOW + timedelta(seconds=2971.5 + 300 + 60 + 5 * 6)

@@ -7,12 +7,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchestrator.quota_use import quota_use
-from orchestrator.wire import LiveProgress, SegmentOut, SegmentTimings
+from orchestrator.session_timings import SessionTimings
+from orchestrator.wire import LiveProgress, SegmentOut
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
-def _segment(index: int, timings: SegmentTimings | None, launched_ago: float) -> SegmentOut:
+def _segment(index: int, timings: SessionTimings | None, launched_ago: float) -> SegmentOut:
     return SegmentOut(
         index=index,
         state="succeeded" if timings else "running",
@@ -30,7 +31,7 @@ def _segment(index: int, timings: SegmentTimings | None, launched_ago: float) ->
 
 
 def test_phases_add_up_per_session_and_the_rest_is_idle() -> None:
-    done = SegmentTimings(startup=20, load=60, train=15, save=5, upload=0, session=103)
+    done = SessionTimings(startup=20, load=60, train=15, save=5, upload=0, session=103)
     use = quota_use([_segment(0, done, 500), _segment(1, None, 30)], NOW)
     assert use.phases["load"] == 60
     assert use.phases["idle"] == pytest.approx(3)

@@ -198,8 +198,11 @@ def test_a_kaggle_gpu_lm_job_that_does_not_fit_a_t4_is_refused_at_config() -> No
     loc, msg = refusal(kaggle_job(trainer=LM, config=huge))
     assert loc == ("config",)
     assert msg  # the planner's advice, in words
-    # The same config on a CPU session, or for another trainer, is not the planner's to judge.
-    JobSpec.model_validate(kaggle_job({"accelerator": "none"}, trainer=LM, config=huge))
+    # The same config on a CPU session is not the GPU memory planner's to judge; only the
+    # checkpoint's size against the session's disk still bounds it.
+    _, on_cpu = refusal(kaggle_job({"accelerator": "none"}, trainer=LM, config=huge))
+    assert "/kaggle/working" in on_cpu
+    # Nor is another trainer's config.
     JobSpec.model_validate(kaggle_job(config=huge))
 
 

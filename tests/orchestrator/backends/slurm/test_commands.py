@@ -79,7 +79,7 @@ def test_a_pending_job_is_queued_and_says_why(line: str, reason: str, tmp_path: 
     backend = SlurmBackend(tmp_path, SlurmSpec(), jobs)
     handle = str(SlurmHandle("j1-0000", "6"))
     assert backend.status(handle) is SessionStatus.QUEUED
-    assert backend.progress(handle) == {"waiting": reason}
+    assert backend.queue_reason(handle) == reason
 
 
 def test_a_job_aged_out_of_slurmctld_is_judged_by_what_it_left(tmp_path: Path) -> None:
