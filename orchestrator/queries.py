@@ -187,8 +187,8 @@ def list_jobs(
 
 
 @dataclass(slots=True)
-class _JobRow:
-    """A job as the list reads it: the columns it shows, and its spec's session rule only."""
+class _JobShown:
+    """The job columns the list and GET both show (JobSummary's fields), in _JOB_COLUMNS' order."""
 
     id: str
     name: str
@@ -204,6 +204,12 @@ class _JobRow:
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+
+@dataclass(slots=True)
+class _JobRow(_JobShown):
+    """A job as the list reads it: the columns it shows, and its spec's session rule only."""
+
     session_seconds: float | None
     k_steps: float | None
     safety_seconds: float | None
@@ -296,23 +302,9 @@ def get_job(
 
 
 @dataclass(slots=True)
-class _JobDetail:
+class _JobDetail(_JobShown):
     """A job as GET reads it: what JobOut shows."""
 
-    id: str
-    name: str
-    backend: str
-    state: str
-    steps_done: int
-    total_steps: int
-    pause_requested: bool
-    wait_until: datetime | None
-    reason: str | None
-    queue_reason: str | None
-    created_at: datetime
-    updated_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
     failures: int
     spec: dict[str, Any]
 

@@ -8,31 +8,14 @@ the Kaggle backend reads it for jobs on that account.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from orchestrator.cli import render
 from orchestrator.cli.account import _read_key
 
-if TYPE_CHECKING:
-    from rich.table import Table
-
-    from orchestrator.backends.kaggle.preflight import Report
-
 kaggle_app = typer.Typer(help="Kaggle: check what works on your account.")
-
-
-def report_table(report: Report) -> Table:
-    from rich.table import Table
-
-    from orchestrator.backends.kaggle.preflight import Outcome
-
-    style = {Outcome.OK: "green", Outcome.WARN: "yellow", Outcome.FAIL: "red"}
-    table = Table("check", "result", "detail")
-    for check in report.checks:
-        table.add_row(check.name, f"[{style[check.outcome]}]{check.outcome}[/]", check.detail)
-    return table
 
 
 @kaggle_app.command("check")
@@ -68,7 +51,7 @@ def check(
     if gpu:
         render.console.print(GPU_COST_NOTICE)
     report = Preflight(account, findings, gpu=gpu).run()
-    render.console.print(report_table(report))
+    render.console.print(render.preflight_table(report))
     if not report.passed:
         raise typer.Exit(1)
     render.console.print(f"findings stored in {findings.path}")

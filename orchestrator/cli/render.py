@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.preflight import Outcome, Report
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
@@ -205,3 +207,12 @@ def until(moment: datetime | None, now: datetime | None = None) -> str:
         return ""
     left = (moment - (now or datetime.now(UTC))).total_seconds()
     return f"{max(0, int(left))} s"
+
+
+def preflight_table(report: Report) -> Table:
+    """A preflight's checks (`baton kaggle check`, `baton slurm check`), one row each."""
+    style = {Outcome.OK: "green", Outcome.WARN: "yellow", Outcome.FAIL: "red"}
+    table = Table("check", "result", "detail")
+    for check in report.checks:
+        table.add_row(check.name, f"[{style[check.outcome]}]{check.outcome}[/]", check.detail)
+    return table

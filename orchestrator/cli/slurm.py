@@ -8,30 +8,13 @@ segments will use, which must be on a filesystem the compute nodes share.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from orchestrator.cli import render
 
-if TYPE_CHECKING:
-    from rich.table import Table
-
-    from orchestrator.backends.slurm.preflight import Report
-
 slurm_app = typer.Typer(help="Slurm: check what a segment will meet on this cluster.")
-
-
-def report_table(report: Report) -> Table:
-    from rich.table import Table
-
-    from orchestrator.backends.slurm.preflight import Outcome
-
-    style = {Outcome.OK: "green", Outcome.WARN: "yellow", Outcome.FAIL: "red"}
-    table = Table("check", "result", "detail")
-    for check in report.checks:
-        table.add_row(check.name, f"[{style[check.outcome]}]{check.outcome}[/]", check.detail)
-    return table
 
 
 @slurm_app.command("check")
@@ -63,7 +46,7 @@ def check(
     workdir = directory or Settings().resolved_slurm_sessions_dir
     render.console.print(f"submitting a {60} s allocation to probe it (about a minute)...")
     report = run_check(SlurmJobs(SlurmCommands()), workdir, options)
-    render.console.print(report_table(report))
+    render.console.print(render.preflight_table(report))
     if not report.passed:
         raise typer.Exit(1)
 

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.backends.kaggle.findings import _read_json, _write_json
+from orchestrator.backends.kaggle.findings import read_json_state, write_json_state
 from worker.boundary.errors import BackendError
 from worker.control import Command
 from worker.kaggle_access.client import KaggleAccount
@@ -47,28 +47,29 @@ class ControlChannel:
     def prepare(self) -> None:
         """Create the dataset before the first push, so that a command can be written at once
         (a new version waits for the first one to process); best effort."""
-        if _read_json(self.path).get("created"):
+        if read_json_state(self.path).get("created"):
             return
         try:
             self.dataset.ensure()
         except BackendError as exc:
             log.warning("control channel %s not created yet: %s", self.dataset.ref, exc)
             return
-        _write_json(self.path, _read_json(self.path) | {"created": True})
+        write_json_state(self.path, read_json_state(self.path) | {"created": True})
 
     def tell(self, command: Command, launch_id: str) -> None:
         """Ask the segment `launch_id` to pause or cancel; a cancel overrides a pending pause."""
         pending = self.pending()
         if pending == Pending(Command.CANCEL, launch_id):
             return
-        _write_json(
+        write_json_state(
             self.path,
-            _read_json(self.path) | {"pending": {"command": command.value, "launch": launch_id}},
+            read_json_state(self.path)
+            | {"pending": {"command": command.value, "launch": launch_id}},
         )
         self.deliver()
 
     def pending(self) -> Pending | None:
-        value = _read_json(self.path).get("pending")
+        value = read_json_state(self.path).get("pending")
         if not isinstance(value, dict):
             return None
         try:
@@ -94,6 +95,6 @@ class ControlChannel:
         log.info(
             "control channel %s: %s for %s", self.dataset.ref, pending.command, pending.launch_id
         )
-        state = _read_json(self.path)
+        state = read_json_state(self.path)
         state.pop("pending", None)
-        _write_json(self.path, state | {"created": True})
+        write_json_state(self.path, state | {"created": True})

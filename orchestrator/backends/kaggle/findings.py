@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 
-def _write_json(path: Path, value: Any) -> None:
+def write_json_state(path: Path, value: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as out:
@@ -27,7 +27,7 @@ def _write_json(path: Path, value: Any) -> None:
     os.replace(tmp, path)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json_state(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -57,11 +57,11 @@ class AccountFindings:
 
     def load(self) -> Findings:
         known = {f.name for f in fields(Findings)}
-        return Findings(**{k: v for k, v in _read_json(self.path).items() if k in known})
+        return Findings(**{k: v for k, v in read_json_state(self.path).items() if k in known})
 
     def update(self, **changes: Any) -> Findings:
         findings = replace(self.load(), **changes)
-        _write_json(self.path, asdict(findings))
+        write_json_state(self.path, asdict(findings))
         return findings
 
 
@@ -71,10 +71,10 @@ class RunningSince:
 
     def first_seen(self, key: str, now: float) -> float:
         """When `key` was first seen running; records `now` the first time."""
-        seen = _read_json(self.path)
+        seen = read_json_state(self.path)
         if key not in seen:
             seen[key] = now
-            _write_json(self.path, seen)
+            write_json_state(self.path, seen)
         return float(seen[key])
 
 
@@ -106,7 +106,7 @@ class JobKernelRecord:
         self.first_slug = first_slug
 
     def load(self) -> KernelState:
-        value = _read_json(self.path)
+        value = read_json_state(self.path)
         if not value.get("slug"):
             return KernelState(self.first_slug)
         known = {f.name for f in fields(KernelState)}
@@ -115,7 +115,7 @@ class JobKernelRecord:
         return KernelState(**state)
 
     def _save(self, state: KernelState) -> KernelState:
-        _write_json(self.path, asdict(state))
+        write_json_state(self.path, asdict(state))
         return state
 
     def pushed(self, accepted: bool) -> None:
@@ -154,9 +154,9 @@ class KeptCheckpoints:
         self.path = path
 
     def load(self) -> list[str]:
-        value = _read_json(self.path).get("slugs", [])
+        value = read_json_state(self.path).get("slugs", [])
         return [str(slug) for slug in value] if isinstance(value, list) else []
 
     def save(self, slugs: list[str]) -> list[str]:
-        _write_json(self.path, {"slugs": slugs})
+        write_json_state(self.path, {"slugs": slugs})
         return slugs

@@ -18,7 +18,6 @@ the GPU container booted.
 from __future__ import annotations
 
 import base64
-import enum
 import json
 import secrets
 import shutil
@@ -43,6 +42,8 @@ from kagglesdk.kernels.types.kernels_api_service import (
 from orchestrator.backends.base import BackendError, Gone
 from orchestrator.backends.kaggle.findings import AccountFindings, Findings
 from orchestrator.backends.kaggle.packaging import MAX_CODE_BYTES, code_archive
+from orchestrator.preflight import Outcome
+from orchestrator.preflight import Report as PreflightReport
 from worker.boundary.errors import AccountRefused
 from worker.boundary.paths import INPUT_DIR
 from worker.kaggle_access.chaining import SECRET_LABEL
@@ -77,30 +78,9 @@ GPU_COST_NOTICE = (
 )
 
 
-class Outcome(enum.StrEnum):
-    OK = "ok"
-    WARN = "warn"  # works, with a caveat Baton adapts to
-    FAIL = "fail"
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    outcome: Outcome
-    detail: str
-
-
 @dataclass
-class Report:
-    checks: list[Check] = field(default_factory=list)
+class Report(PreflightReport):
     findings: Findings = field(default_factory=Findings)
-
-    @property
-    def passed(self) -> bool:
-        return all(check.outcome is not Outcome.FAIL for check in self.checks)
-
-    def add(self, name: str, outcome: Outcome, detail: str) -> None:
-        self.checks.append(Check(name, outcome, detail))
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,16 @@ and whether the job saw the session directory the submit host wrote (a shared fi
 
 from __future__ import annotations
 
-import enum
 import json
 import shlex
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.backends.base import BackendError
 from orchestrator.backends.slurm.commands import ENDED_STATES, SlurmJobs, parse_scontrol_record
+from orchestrator.preflight import Outcome, Report
 from orchestrator.spec import SlurmSpec
 
 PROBE_SECONDS = 30
@@ -26,31 +25,6 @@ PROBE_SECONDS = 30
 PROBE_SIGNAL_LEAD = 50
 PROBE_RESULT = "probe.json"
 PROBE_TOKEN = "token"
-
-
-class Outcome(enum.StrEnum):
-    OK = "ok"
-    WARN = "warn"
-    FAIL = "fail"
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    outcome: Outcome
-    detail: str
-
-
-@dataclass
-class Report:
-    checks: list[Check] = field(default_factory=list)
-
-    def add(self, name: str, outcome: Outcome, detail: str) -> None:
-        self.checks.append(Check(name, outcome, detail))
-
-    @property
-    def passed(self) -> bool:
-        return all(check.outcome is not Outcome.FAIL for check in self.checks)
 
 
 def probe_script(directory: Path) -> str:
