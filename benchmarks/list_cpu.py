@@ -112,9 +112,9 @@ def baseline_segments(session: Session, job_ids: list[str]) -> dict[str, list[An
 
 
 def _summary(out: JobSummary, job: Job, segments: list[Any]) -> JobSummary:
-    seconds = (job.spec.get("session") or {}).get("limit_seconds")
+    session = queries.SessionLimits.of_spec(job.spec)
     out.progress, out.eta = queries._progress_and_eta(
-        job, segments, session_seconds=seconds, now=None, quota=None
+        job, segments, session=session, now=None, quota=None
     )
     return out
 

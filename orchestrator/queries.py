@@ -333,12 +333,7 @@ def job_out(
     quota: QuotaPlan | None = None,
 ) -> JobOut:
     """The job with its live progress and ETA; `segments` are the job's, in index order."""
-    # Three values, read by key: validating the whole stored spec would cost every GET its CPU.
-    rule = job.spec.get("session") or {}
-    margin = rule.get("margin") or {}
-    session = SessionLimits.read(
-        rule.get("limit_seconds"), margin.get("k_steps"), margin.get("safety_seconds")
-    )
+    session = SessionLimits.of_spec(job.spec)
     out = JobOut.model_validate(job)
     out.progress, out.eta = _progress_and_eta(job, segments, session=session, now=now, quota=quota)
     return out
@@ -361,6 +356,16 @@ class SessionLimits:
             DEFAULT_SAFETY_SECONDS if safety_seconds is None else float(safety_seconds),
         )
         return cls(float(limit or 0.0), margin)
+
+    @classmethod
+    def of_spec(cls, spec: dict[str, Any]) -> SessionLimits:
+        """From a stored spec: three values read by key, since validating the whole spec would
+        cost every GET its CPU (benchmarks/list_cpu.py)."""
+        rule = spec.get("session") or {}
+        margin = rule.get("margin") or {}
+        return cls.read(
+            rule.get("limit_seconds"), margin.get("k_steps"), margin.get("safety_seconds")
+        )
 
 
 def _progress_and_eta(

@@ -155,7 +155,8 @@ def test_a_session_calls_the_emulator_back_with_its_attached_key(
     _run(client, "alice/chain", CALL_BACK)
     session = emulator.sessions("alice/chain")[0]
     called = json.loads((session.root / "working" / "callback.json").read_text())
-    assert called == {"url": emulator.url, "status": "RUNNING"}
+    # A running kernel reaches the API over Kaggle's own network: the inside port (links.py).
+    assert called == {"url": emulator.state.inside_url, "status": "RUNNING"}
     # Called back as alice (her key), not as the session's own token.
     assert [c.user for c in emulator.calls("GetKernelSessionStatus")][-1] == "alice"
     assert emulator.callers == {"alice"}

@@ -73,9 +73,9 @@ def test_job_chains_across_sessions_to_the_uninterrupted_digest(
     assert "stopping at step" in log.text
     assert len(log.text) <= 2000
     assert live_api.get(f"/api/v1/jobs/{job_id}/segments/99/log").status_code == 404
-    # Only the newest two checkpoints keep their files; sessions keep no copies of them.
+    # A finished job keeps only its final checkpoint's files; sessions keep no copies of them.
     stored = sorted(p.name for p in (settings.checkpoints_dir / job_id).iterdir())
-    assert stored == [f"{seg['index']:05d}" for seg in segments[-2:]]
+    assert stored == [f"{segments[-1]['index']:05d}"]
     assert not list(settings.sessions_dir.glob("*/input"))
 
 

@@ -40,6 +40,10 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "No such job
 _CONFLICT: dict[int | str, dict[str, Any]] = {
     409: {"description": "The job's state does not allow this action"}
 }
+# FastAPI answers a body that is not UTF-8 with 400 before validation runs.
+_UNREADABLE_BODY: dict[int | str, dict[str, Any]] = {
+    400: {"description": "The body could not be read as JSON"}
+}
 _JOB = "/api/v1/jobs/{job_id}"
 NEXT_OFFSET_HEADER = "X-Log-Next-Offset"
 ENDED_HEADER = "X-Log-Session-Ended"
@@ -70,10 +74,9 @@ def _json(answer: BaseModel) -> Response:
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=JobOut,
-    # FastAPI answers a body that is not UTF-8 with 400 before validation runs.
-    responses={
+    responses=_UNREADABLE_BODY
+    | {
         201: {"links": _JOB_LINKS},
-        400: {"description": "The body could not be read as JSON"},
         422: {
             "description": "The spec is invalid: a field breaks its schema, or a rule the "
             "schema cannot state (the trainer must be a worker.Trainer subclass in a package "
@@ -213,7 +216,7 @@ def resume_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOu
 @router.post(
     "/{job_id}/move",
     response_model=JobOut,
-    responses=_NOT_FOUND | _CONFLICT | {200: {"links": _JOB_LINKS}},
+    responses=_NOT_FOUND | _CONFLICT | _UNREADABLE_BODY | {200: {"links": _JOB_LINKS}},
 )
 def move_job(job_id: JobId, body: MoveIn, user: CurrentUser, services: ServicesDep) -> JobOut:
     """Move a paused job to another backend; resume it to continue there from its newest

@@ -41,8 +41,10 @@ LIMIT_SECONDS = 120
 
 
 def _spec(total_steps: int) -> dict[str, Any]:
+    # The checkpoint goes through Baton (transport: orchestrator): with the in-kernel transport a
+    # first session keeps chain_reserve_seconds (120 s, the whole scaled session) to publish.
     return kaggle_spec(
-        {"enable_internet": True, "control_poll_seconds": 60 * SCALE},
+        {"enable_internet": True, "control_poll_seconds": 60 * SCALE, "transport": "orchestrator"},
         total_steps=total_steps,
         session={"limit_seconds": LIMIT_SECONDS, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
     )

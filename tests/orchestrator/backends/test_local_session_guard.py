@@ -58,8 +58,10 @@ def session_processes(root: Path) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter():
         try:
-            live = process.status() != psutil.STATUS_ZOMBIE
-            if live and process.cwd() == str(root) and SUPERVISOR_MODULE not in process.cmdline():
+            # Status last: a supervisor that exits between the reads has an empty command line
+            # as a zombie, and must not count as a session process left running.
+            ours = process.cwd() == str(root) and SUPERVISOR_MODULE not in process.cmdline()
+            if ours and process.status() != psutil.STATUS_ZOMBIE:
                 found.append(process)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue

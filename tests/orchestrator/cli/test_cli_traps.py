@@ -362,7 +362,9 @@ def test_checkpoints_lists_only_what_download_can_fetch(
             CheckpointStore(db, cli_env.checkpoints_dir, keep=0).prune(job_id)
         finally:
             db.dispose()
-        assert json.loads(_out(capsys, "--url", url, "checkpoints", job_id, "--json")) == []
+        # The listing still names it, as pruned; a download finds nothing to fetch.
+        [pruned] = json.loads(_out(capsys, "--url", url, "checkpoints", job_id, "--json"))
+        assert (pruned["step"], pruned["kept"]) == (20, False)
         assert _error("--url", url, "download", job_id) == f"job {job_id} has no checkpoint"
         gone = api.get(f"/api/v1/jobs/{job_id}/checkpoints/20/files/manifest.json")
         assert gone.status_code == 410
