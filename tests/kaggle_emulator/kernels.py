@@ -384,6 +384,10 @@ class KernelRegistry:
             if session.over_working_cap:
                 status, message = WorkerStatus.ERROR, session.failure_message
             session.failure_message = message
+        elif state is SessionState.LOST and session.over_working_cap:
+            # Stopped for the cap before its supervisor could write a status (a write during
+            # start-up): the cap, set as the failure message, is still the reason.
+            status = WorkerStatus.ERROR
         elif state is SessionState.LOST and session.status is WorkerStatus.CANCEL_REQUESTED:
             # A cancel that reached the supervisor before it installed its signal handlers
             # kills it without a status.json; the session is cancelled all the same.
