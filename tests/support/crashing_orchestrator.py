@@ -67,7 +67,14 @@ def main(argv: list[str]) -> int:
     backend = DyingLocalBackend(data / "sessions", die_at, data / "spawns.log")
     db = Database(url)
     engine = Engine(db, StaticBackends({"local": backend}), data / "checkpoints", lease_seconds=2)
-    deadline = time.monotonic() + 300
+    return reconcile_until_finished(engine, db, job_id, timeout=300, poll=0.1)
+
+
+def reconcile_until_finished(
+    engine: Engine, db: Database, job_id: str, *, timeout: float, poll: float
+) -> int:
+    """Tick the job until it finishes (exit code 0), or 1 after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         engine.reconcile_job(job_id)
         with db.transaction() as session:
@@ -75,7 +82,7 @@ def main(argv: list[str]) -> int:
             assert job is not None
             if job.state in FINISHED_JOB_STATES:
                 return 0
-        time.sleep(0.1)
+        time.sleep(poll)
     return 1
 
 

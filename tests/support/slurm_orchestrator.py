@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 from orchestrator.backends.base import LaunchRequest
@@ -19,9 +18,8 @@ from orchestrator.backends.slurm.backend import SlurmBackend
 from orchestrator.backends.slurm.commands import SlurmCommands, SlurmJobs
 from orchestrator.db import Database
 from orchestrator.engine import Engine
-from orchestrator.lifecycle import FINISHED_JOB_STATES
-from orchestrator.models import Job
 from orchestrator.spec import SlurmSpec
+from tests.support.crashing_orchestrator import reconcile_until_finished
 
 
 class DyingSlurmBackend(SlurmBackend):
@@ -42,16 +40,7 @@ def main(argv: list[str]) -> int:
     backend = DyingSlurmBackend(data / "slurm", die_at)
     db = Database(url)
     engine = Engine(db, StaticBackends({"slurm": backend}), data / "checkpoints", lease_seconds=2)
-    deadline = time.monotonic() + 400
-    while time.monotonic() < deadline:
-        engine.reconcile_job(job_id)
-        with db.transaction() as session:
-            job = session.get(Job, job_id)
-            assert job is not None
-            if job.state in FINISHED_JOB_STATES:
-                return 0
-        time.sleep(0.2)
-    return 1
+    return reconcile_until_finished(engine, db, job_id, timeout=400, poll=0.2)
 
 
 if __name__ == "__main__":

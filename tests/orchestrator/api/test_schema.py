@@ -22,7 +22,6 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from sqlalchemy.exc import OperationalError
 
 from orchestrator.api.main import create_app
 from orchestrator.auth_throttle import FailureThrottle
@@ -33,9 +32,8 @@ from tests.factories import (
     auth,
     job_spec,
     make_settings,
-    require_services,
 )
-from tests.support.databases import POSTGRES_URL, postgres_schema
+from tests.support.databases import POSTGRES_URL, enter_postgres, postgres_schema
 
 # Bodies with rules JSON Schema cannot state get 422 for some schema-valid values; each route
 # documents them in its 422 answer. Schemathesis's own advice for such rules is to allow 422
@@ -118,12 +116,7 @@ class ServedOnPostgres(Served):
     @contextmanager
     def database(self) -> Iterator[None]:
         with ExitStack() as stack:
-            try:
-                stack.enter_context(postgres_schema(schema=self.pg_schema))
-            except OperationalError as exc:
-                if require_services():
-                    raise
-                pytest.skip(f"PostgreSQL not reachable: {exc}")
+            enter_postgres(stack, lambda: postgres_schema(schema=self.pg_schema))
             yield
             self.services.db.dispose()
 
