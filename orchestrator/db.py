@@ -24,7 +24,17 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, pool_pre_ping=True)
+    event.listen(engine, "connect", _postgres_utc)
+    return engine
+
+
+def _postgres_utc(dbapi_connection: Any, connection_record: Any) -> None:
+    """Each connection's zone is UTC, so psycopg hands back every timestamptz already in
+    datetime.UTC and UtcDateTime has nothing to convert (about a tenth of a job page's CPU)."""
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute("SET TIME ZONE 'UTC'")
+    dbapi_connection.commit()
 
 
 class Database:

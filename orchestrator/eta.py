@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 QUOTA_PERIOD = timedelta(days=7)
@@ -163,19 +163,18 @@ def estimate_with_range(inputs: EtaInputs, spread: float) -> Eta | None:
         return None
     bounds = []
     for sign in (-1.0, 1.0):
-        factor = max(0.05, 1.0 + sign * Z_P90 * spread)
-        scenario = estimate_finish(
-            replace(
-                inputs,
-                step_seconds=inputs.step_seconds * factor,
-                overhead_seconds=inputs.overhead_seconds * factor,
-                current_step_seconds=(inputs.current_step_seconds or inputs.step_seconds) * factor,
-            )
-        )
+        scenario = estimate_finish(inputs, scale=max(0.05, 1.0 + sign * Z_P90 * spread))
         bounds.append(scenario.finish_at if scenario is not None else None)
     earliest = min(bounds[0] or central.finish_at, central.finish_at)
     latest = max(bounds[1] or central.finish_at, central.finish_at)
-    return replace(central, earliest=earliest, latest=latest)
+    return Eta(
+        central.finish_at,
+        central.more_sessions,
+        central.quota_waits,
+        central.allowance_seconds,
+        earliest=earliest,
+        latest=latest,
+    )
 
 
 def steps_in(seconds: float, step_seconds: float) -> int:
@@ -183,18 +182,21 @@ def steps_in(seconds: float, step_seconds: float) -> int:
     return max(0, math.floor(seconds / step_seconds + 1e-9))
 
 
-def estimate_finish(inputs: EtaInputs) -> Eta | None:
-    """The finish time if sessions run back to back, each sized to the quota left.
+def estimate_finish(inputs: EtaInputs, *, scale: float = 1.0) -> Eta | None:
+    """The finish time if sessions run back to back, each sized to the quota left, with every
+    step and fixed cost `scale` times what `inputs` say (the range's scenarios).
 
     None when no estimate can be made: no measured step time, or a session too short for a
     single step after its overheads.
     """
-    if inputs.step_seconds <= 0:
+    step_seconds = inputs.step_seconds * scale
+    if step_seconds <= 0:
         return None
+    overhead = inputs.overhead_seconds * scale
     remaining = max(0, inputs.remaining_steps)
     now = inputs.now
     if inputs.current_session_left is not None:
-        current_step = inputs.current_step_seconds or inputs.step_seconds
+        current_step = (inputs.current_step_seconds or inputs.step_seconds) * scale
         in_current = steps_in(inputs.current_session_left, current_step)
         if remaining <= in_current:
             return _eta(now + timedelta(seconds=remaining * current_step), 0, 0, inputs)
@@ -202,19 +204,21 @@ def estimate_finish(inputs: EtaInputs) -> Eta | None:
         now += timedelta(seconds=inputs.current_session_left + inputs.idle_seconds)
     elif remaining == 0:
         return _eta(now, 0, 0, inputs)
-    usable = inputs.session_seconds - inputs.overhead_seconds - inputs.stop_margin_seconds
-    if steps_in(usable, inputs.step_seconds) == 0:
+    usable = inputs.session_seconds - overhead - inputs.stop_margin_seconds
+    if steps_in(usable, step_seconds) == 0:
         return None
-    return _plan_sessions(inputs, remaining, now)
+    return _plan_sessions(inputs, remaining, now, step_seconds, overhead)
 
 
-def _plan_sessions(inputs: EtaInputs, remaining: int, now: datetime) -> Eta | None:
+def _plan_sessions(
+    inputs: EtaInputs, remaining: int, now: datetime, step_seconds: float, overhead: float
+) -> Eta | None:
     quota = inputs.quota
     left = quota.seconds_left if quota else math.inf
     refresh_at = quota.refresh_at if quota else None
     sessions = waits = 0
     # A session worth launching.
-    minimum = inputs.overhead_seconds + inputs.stop_margin_seconds + inputs.step_seconds
+    minimum = overhead + inputs.stop_margin_seconds + step_seconds
     while sessions < MAX_SESSIONS:
         if left < minimum:
             if quota is None or refresh_at is None or quota.allowance_seconds < minimum:
@@ -225,9 +229,9 @@ def _plan_sessions(inputs: EtaInputs, remaining: int, now: datetime) -> Eta | No
             waits += 1
             continue
         length = min(inputs.session_seconds, left)
-        usable = length - inputs.overhead_seconds - inputs.stop_margin_seconds
-        steps = min(remaining, steps_in(usable, inputs.step_seconds))
-        used = inputs.overhead_seconds + steps * inputs.step_seconds
+        usable = length - overhead - inputs.stop_margin_seconds
+        steps = min(remaining, steps_in(usable, step_seconds))
+        used = overhead + steps * step_seconds
         sessions += 1
         remaining -= steps
         left -= used

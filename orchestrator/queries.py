@@ -409,13 +409,13 @@ def job_eta(
     """The ETA of an unfinished, unpaused job from what its segments measured, or None."""
     if job.state not in _ETA_STATES:
         return None
-    measured = [s for s in segments if s.timings and s.end_step is not None]
-    timings = [t for s in measured if (t := SessionTimings.from_json(s.timings)) is not None]
-    history = [
-        SessionRecord(s.end_step - s.start_step, t.train, t.setup + t.tail)
-        for s, t in zip(measured, timings, strict=True)
-        if s.end_step is not None
+    measured = [
+        (s.end_step - s.start_step, t)
+        for s in segments
+        if s.end_step is not None and (t := SessionTimings.from_json(s.timings)) is not None
     ]
+    timings = [t for _, t in measured]
+    history = [SessionRecord(steps, t.train, t.setup + t.tail) for steps, t in measured]
     active = next((s for s in segments if s.state in _ACTIVE), None)
     live_steps = progress.step - active.start_step if progress and active else 0
     live_step_seconds = progress.step_seconds if progress else None
