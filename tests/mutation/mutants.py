@@ -36,7 +36,7 @@ ORACLE_TESTS = (
     f"{LIFECYCLE}::test_the_state_sets_are_the_documented_ones",
 )
 ENGINE_RULES = "tests/orchestrator/test_engine_rules.py"
-JOBS_API = "tests/orchestrator/api/test_jobs.py"
+JOBS_API = "tests/orchestrator/api/routes/test_jobs.py"
 RUNTIME = "tests/worker/test_runtime.py"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -354,7 +354,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            _end(",
         "        handle = None\n        if handle is None:\n            _end(",
         (
-            "tests/orchestrator/engine/test_launch_paths.py::test_a_cancel_after_a_push_whose_"
+            "tests/orchestrator/engine/test_launch.py::test_a_cancel_after_a_push_whose_"
             "response_was_lost_finds_the_session_and_keeps_its_slot",
         ),
         guarantee="Kaggle session cap",
@@ -369,7 +369,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "                .where(Checkpoint.job_id == job_id, Checkpoint.rejected.is_(None))",
         "                .where(Checkpoint.rejected.is_(None))",
         (
-            "tests/orchestrator/engine/test_retention.py::test_pruning_one_job_keeps_its_newest_"
+            "tests/orchestrator/engine/test_checkpoints.py::test_pruning_one_job_keeps_its_newest_"
             "and_never_touches_another_jobs_checkpoints",
         ),
         guarantee="retention",
@@ -424,7 +424,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "orchestrator/api/routes/tokens.py",
         "secret, body.name, expires_at=body.expires_at)",
         "secret, body.name, expires_at=None)",
-        ("tests/orchestrator/api/test_tokens.py::test_an_expired_token_gets_401",),
+        ("tests/orchestrator/api/routes/test_tokens.py::test_an_expired_token_gets_401",),
         guarantee="isolation",
         ci=True,
     ),
@@ -465,7 +465,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '            manifest = __import__("worker.boundary.manifest")'
         ".boundary.manifest.read_manifest(store)",
         (
-            "tests/orchestrator/backends/test_local_collect.py::test_a_stored_copy_damaged_before_"
+            "tests/orchestrator/backends/local/test_backend.py::test_a_stored_copy_damaged_before_"
             "a_repeated_collect_is_rejected",
         ),
         guarantee="verified handoff",
@@ -477,7 +477,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "orchestrator/backends/local*",
         "                verify_checkpoint(source, expect)\n",
         "                pass\n",
-        ("tests/orchestrator/backends/test_local_collect.py",),
+        ("tests/orchestrator/backends/local/test_backend.py",),
         equivalent="the stored copy is verified again right after the move, so a damaged or stale "
         "output is still rejected; only where the rejected files lie differs",
     ),

@@ -234,7 +234,7 @@ def test_self_chained_job_completes_while_the_orchestrator_is_stopped(tmp_path: 
     settings = make_settings(tmp_path / "data")
     # The chain alone: its kernels do not also listen on the control channel, whose client
     # start-up would share the 25 s sessions' CPU on a loaded 2-core machine (the channel has
-    # its own tests, test_kaggle_control.py).
+    # its own tests, tests/orchestrator/backends/kaggle/test_control.py).
     spec = kaggle_spec(
         {
             "self_chain": True,
