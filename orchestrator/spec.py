@@ -319,7 +319,7 @@ class JobSpec(BaseModel):
     nproc: int = Field(default=1, ge=1, le=MAX_NPROC, strict=True)
     # Webhooks told when the job ends, waits for quota, or a segment fails (secrets: never shown).
     notify: NotifySpec | None = None
-    # Trackers that get the job's metrics as one run over all its sessions (docs/writing-a-trainer.md).
+    # Trackers that get the job's metrics, one run over all its sessions (writing-a-trainer.md).
     trackers: TrackersSpec | None = None
     # Checkpoints whose files a succeeded job keeps, newest first: by default only its final
     # one (a running job keeps the server's `keep_checkpoints`; on Kaggle, `keep_versions`).

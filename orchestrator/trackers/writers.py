@@ -65,12 +65,11 @@ class TensorBoardWriter:
         partial = self.logdir / f".baton-{steps[0].step:012d}.partial"
         with open(partial, "wb") as out:
             records = RecordWriter(out)
-            records.write(Event(wall_time=wall_time, file_version="brain.Event:2").SerializeToString())
+            header = Event(wall_time=wall_time, file_version="brain.Event:2")
+            records.write(header.SerializeToString())
             for point in steps:
-                summary = Summary(
-                    value=[Summary.Value(tag=key, simple_value=v) for key, v in point.values.items()]
-                )
-                event = Event(wall_time=wall_time, step=point.step, summary=summary)
+                values = [Summary.Value(tag=k, simple_value=v) for k, v in point.values.items()]
+                event = Event(wall_time=wall_time, step=point.step, summary=Summary(value=values))
                 records.write(event.SerializeToString())
             out.flush()
             os.fsync(out.fileno())
