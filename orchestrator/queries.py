@@ -527,6 +527,7 @@ def _from_heartbeat(
         estimated=False,
         stalled=beat.stalled(watchdog, now),
         phases=beat.phases,
+        metrics=beat.metrics,
     )
 
 
