@@ -138,7 +138,7 @@ class Settings(BaseSettings):
 
     @property
     def trackers_dir(self) -> Path:
-        """TensorBoard runs, W&B offline runs and MLflow's file store (trackers: in a spec)."""
+        """TensorBoard runs, W&B offline runs and MLflow's local store (trackers: in a spec)."""
         return self.data_dir / "trackers"
 
     @property

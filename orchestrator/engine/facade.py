@@ -75,7 +75,7 @@ class Engine:
     # Committed checkpoints kept on disk per job; older ones keep their row, not their files.
     keep_checkpoints: int = 2
     lease_seconds: float = DEFAULT_LEASE_SECONDS
-    # Where the trackers' runs live (TensorBoard, W&B offline, MLflow's file store); default:
+    # Where the trackers' runs live (TensorBoard, W&B offline, MLflow's local store); default:
     # beside the checkpoints.
     trackers_dir: Path | None = None
     claims: Claims = field(init=False)

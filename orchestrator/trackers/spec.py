@@ -32,8 +32,8 @@ class MlflowSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    # An MLflow tracking server (http or https). Left out: the Baton server's own file store
-    # under its data dir. A path is refused: it would let a job write anywhere on the server.
+    # An MLflow tracking server (http or https). Left out: the Baton server's own local store
+    # (SQLite) under its data dir. A path is refused: it would let a job write anywhere on the server.
     tracking_uri: str | None = Field(default=None, max_length=512)
     experiment: str = Field(default="baton", min_length=1, max_length=256)
 
@@ -43,7 +43,7 @@ class MlflowSpec(BaseModel):
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError(
                 "must be an http(s) tracking server; leave it out for the Baton server's own "
-                "file store"
+                "local store"
             )
         return value
 

@@ -123,6 +123,12 @@ class WandbWriter:
             run.finish()
 
 
+def mlflow_store_uri(store: Path) -> str:
+    """The server's own MLflow store: a SQLite file (MLflow 3 refuses a plain directory store
+    unless told to allow it: that backend is in maintenance mode)."""
+    return f"sqlite:///{store / 'mlflow.db'}"
+
+
 class MlflowWriter:
     """The job's MLflow run, found again by its `baton.job_id` tag."""
 
@@ -131,12 +137,15 @@ class MlflowWriter:
     def __init__(self, spec: MlflowSpec, job: TrackedJob, store: Path) -> None:
         self.spec = spec
         self.job = job
-        self.tracking_uri = spec.tracking_uri or store.as_uri()
+        self.store = store
+        self.tracking_uri = spec.tracking_uri or mlflow_store_uri(store)
 
     def write(self, steps: Sequence[StepMetrics], *, finished: bool, now: datetime) -> None:
         from mlflow.entities import Metric
         from mlflow.tracking import MlflowClient
 
+        if self.spec.tracking_uri is None:
+            self.store.mkdir(parents=True, exist_ok=True)
         client = MlflowClient(tracking_uri=self.tracking_uri)
         run_id = self._run_id(client)
         millis = int(now.timestamp() * 1000)
@@ -156,7 +165,10 @@ class MlflowWriter:
         experiment = client.get_experiment_by_name(self.spec.experiment)
         if experiment is None:
             try:
-                experiment_id = client.create_experiment(self.spec.experiment)
+                # Nothing is logged as an artifact; the location only keeps MLflow from
+                # naming one relative to the server's working directory.
+                artifacts = (self.store / "artifacts").as_uri()
+                experiment_id = client.create_experiment(self.spec.experiment, artifacts)
             except MlflowException:  # another job's sync created it meanwhile
                 experiment_id = client.get_experiment_by_name(self.spec.experiment).experiment_id
         else:

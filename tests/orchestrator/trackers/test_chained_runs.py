@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from orchestrator.config import Settings
+from orchestrator.trackers.writers import mlflow_store_uri
 from tests.factories import event_kinds, job_spec, wait_finished
 
 pytestmark = pytest.mark.slow
@@ -79,7 +80,7 @@ def history_loss(record: dict[str, Any]) -> list[tuple[int, float]]:
 def mlflow_loss(store: Path, job_id: str) -> tuple[str, list[tuple[int, float]]]:
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=store.as_uri())
+    client = MlflowClient(tracking_uri=mlflow_store_uri(store))
     experiment = client.get_experiment_by_name("baton")
     assert experiment is not None
     runs = client.search_runs([experiment.experiment_id])
