@@ -126,7 +126,7 @@ class WandbWriter:
 def mlflow_store_uri(store: Path) -> str:
     """The server's own MLflow store: a SQLite file (MLflow 3 refuses a plain directory store
     unless told to allow it: that backend is in maintenance mode)."""
-    return f"sqlite:///{store / 'mlflow.db'}"
+    return f"sqlite:///{store.resolve() / 'mlflow.db'}"
 
 
 class MlflowWriter:
