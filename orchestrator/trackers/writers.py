@@ -113,7 +113,7 @@ class WandbWriter:
                 x_disable_stats=True,
                 x_disable_meta=True,
                 x_save_requirements=False,
-                init_timeout=60,
+                init_timeout=30,  # well inside the job claim's lease
             ),
         )
         try:
