@@ -73,7 +73,7 @@ def wandb_loss(wandb_dir: Path, run_id: str) -> list[tuple[int, float]]:
 
 
 def history_loss(record: dict[str, Any]) -> list[tuple[int, float]]:
-    items = {item["key"]: json.loads(item["value_json"]) for item in record["history"]["item"]}
+    items = record["history"]["item"]
     return [(int(items["_step"]), float(items["loss"]))] if "loss" in items else []
 
 
