@@ -546,7 +546,8 @@ def compare(
             client.call("GET", f"/api/v1/jobs/{job}/metrics", list[MetricPoint])
             for job in (first, second)
         ]
-    rows = render.compare_rows(metric, *series, limit=None if as_json else render.COMPARE_ROWS)
+    limit = None if as_json else render.COMPARE_ROWS
+    rows = render.compare_rows(metric, series[0], series[1], limit=limit)
     if as_json:
         print(json.dumps([{"step": s, first: a, second: b} for s, a, b in rows], indent=2))
         return
