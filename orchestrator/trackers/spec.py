@@ -33,7 +33,7 @@ class MlflowSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # An MLflow tracking server (http or https). Left out: the Baton server's own local store
-    # (SQLite) under its data dir. A path is refused: it would let a job write anywhere on the server.
+    # (SQLite) under its data dir. A path is refused: a job could write anywhere on the server.
     tracking_uri: str | None = Field(default=None, max_length=512)
     experiment: str = Field(default="baton", min_length=1, max_length=256)
 
