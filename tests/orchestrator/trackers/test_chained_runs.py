@@ -15,7 +15,15 @@ from fastapi.testclient import TestClient
 
 from orchestrator.config import Settings
 from orchestrator.trackers.writers import mlflow_store_uri
-from tests.factories import event_kinds, job_spec, wait_finished
+from tests.factories import (
+    event_kinds,
+    job_spec,
+    kaggle_spec,
+    make_settings,
+    running_api,
+    wait_finished,
+)
+from tests.kaggle_emulator import start_emulator
 
 pytestmark = pytest.mark.slow
 
@@ -123,3 +131,34 @@ def test_each_tracker_holds_one_unbroken_run_over_all_sessions(
     status, mlflow = mlflow_loss(root / "mlflow", job_id)
     assert mlflow == served
     assert status == "FINISHED"
+
+
+def test_a_kaggle_job_s_sessions_write_one_tensorboard_run(tmp_path: Path) -> None:
+    """The run lives on the orchestrator's side: Kaggle sessions (here the emulator's) feed it
+    the same way local ones do, with no internet or key inside the kernel."""
+    spec = kaggle_spec(
+        {"accelerator": "t4x2", "quota_reserve_seconds": 0},
+        total_steps=STEPS,
+        config={"stop_every_steps": 4, "log_every": 1},
+        trackers={"tensorboard": True},
+        session={"limit_seconds": 120, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+    )
+    settings = make_settings(tmp_path / "data")
+    with (
+        start_emulator(
+            tmp_path / "kaggle", queue_seconds=0.2, dataset_processing_seconds=0.5
+        ) as emulator,
+        running_api(settings, kaggle_url=emulator.url) as api,
+    ):
+        api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+        job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
+        job = wait_finished(api, job_id, timeout=300)
+        assert job["state"] == "succeeded", job
+        assert len(api.get(f"/api/v1/jobs/{job_id}/segments").json()) == 3
+        served = [
+            (point["step"], point["values"]["loss"])
+            for point in api.get(f"/api/v1/jobs/{job_id}/metrics").json()
+        ]
+    board = tensorboard_loss(settings.trackers_dir / "tensorboard" / f"test-job-{job_id}")
+    assert [step for step, _ in board] == ALL_STEPS
+    assert [value for _, value in board] == pytest.approx([value for _, value in served])
