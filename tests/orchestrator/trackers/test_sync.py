@@ -112,6 +112,11 @@ def test_only_committed_steps_reach_the_tracker_each_once(db: Database, tmp_path
     ]
     trackers.sync(job_id, finished=True)
     assert board_steps(logdir) == list(range(1, 13))
+    # Two writes, each of only what was new (a file is named by its first step).
+    assert sorted(path.name for path in logdir.glob("events.out.tfevents.*")) == [
+        "events.out.tfevents.000000000001.baton",
+        "events.out.tfevents.000000000009.baton",
+    ]
     assert len(failures(db, job_id)) == 1
 
 
