@@ -137,6 +137,11 @@ class Settings(BaseSettings):
         return self.data_dir / "checkpoints"
 
     @property
+    def trackers_dir(self) -> Path:
+        """TensorBoard runs, W&B offline runs and MLflow's local store (trackers: in a spec)."""
+        return self.data_dir / "trackers"
+
+    @property
     def admin_token_file(self) -> Path:
         return self.data_dir / "admin-token"
 

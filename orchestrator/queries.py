@@ -527,6 +527,7 @@ def _from_heartbeat(
         estimated=False,
         stalled=beat.stalled(watchdog, now),
         phases=beat.phases,
+        metrics=beat.metrics,
     )
 
 
@@ -586,20 +587,30 @@ def list_events(session: Session, user_id: str, job_id: str, *, after: int = 0) 
 
 
 def list_metrics(session: Session, user_id: str, job_id: str) -> list[MetricPoint]:
-    """The metric series of every committed segment, in step order."""
     own_job(session, user_id, job_id)
+    return committed_metrics(session, job_id)
+
+
+def committed_metrics(session: Session, job_id: str) -> list[MetricPoint]:
+    """The job's metric series from its committed segments: one point per step, in step order.
+
+    A failed session's steps never count (the next one trains them again from the last commit).
+    A segment that resumed from an older checkpoint than the one before it ended on (that one was
+    rejected) replaces the steps it trained again.
+    """
     segments = session.scalars(
         select(Segment)
         .where(Segment.job_id == job_id, Segment.end_step.is_not(None))
         .order_by(Segment.index)
     )
-    points = []
+    points: list[MetricPoint] = []
     for segment in segments:
+        points = [point for point in points if point.step <= segment.start_step]
         for entry in segment.metrics or []:
-            values = {k: float(v) for k, v in entry.items() if k != "step"}
-            points.append(
-                MetricPoint(segment_index=segment.index, step=int(entry["step"]), values=values)
-            )
+            step = int(entry["step"])
+            if step > segment.start_step:
+                values = {k: float(v) for k, v in entry.items() if k != "step"}
+                points.append(MetricPoint(segment_index=segment.index, step=step, values=values))
     return points
 
 

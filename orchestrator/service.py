@@ -159,6 +159,7 @@ def build_services(
         clock=clock,
         keep_checkpoints=settings.keep_checkpoints,
         lease_seconds=settings.claim_lease_seconds,
+        trackers_dir=settings.trackers_dir,
     )
     loop = ReconcileLoop(engine, settings.reconcile_interval_seconds) if embedded_loop else None
     enqueue = None

@@ -19,6 +19,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
+from orchestrator.trackers.spec import TrackersSpec, missing_libraries
 from orchestrator.webhooks import NotifySpec
 from trainers.memory_plan import check_t4_job, checkpoint_size
 from worker.boundary.contract import DEFAULT_K_STEPS, DEFAULT_SAFETY_SECONDS
@@ -318,6 +319,8 @@ class JobSpec(BaseModel):
     nproc: int = Field(default=1, ge=1, le=MAX_NPROC, strict=True)
     # Webhooks told when the job ends, waits for quota, or a segment fails (secrets: never shown).
     notify: NotifySpec | None = None
+    # Trackers that get the job's metrics, one run over all its sessions (writing-a-trainer.md).
+    trackers: TrackersSpec | None = None
     # Checkpoints whose files a succeeded job keeps, newest first: by default only its final
     # one (a running job keeps the server's `keep_checkpoints`; on Kaggle, `keep_versions`).
     keep_when_done: int = Field(default=1, ge=1, le=1000, strict=True)
@@ -437,12 +440,17 @@ def check_text(value: str, where: str) -> None:
 
 def spec_warnings(spec: dict[str, Any]) -> list[str]:
     """Things the user should know about a stored spec that do not make it invalid."""
+    warnings = [
+        f"the server cannot write to {name}: its library is not installed there "
+        "(pip install 'baton[trackers]'); the job runs without it"
+        for name in missing_libraries(spec.get("trackers"))
+    ]
     if (spec.get("kaggle") or {}).get("accelerator") == Accelerator.P100.value:
-        return [
+        warnings.append(
             "P100 was retired on 2026-09-15: Kaggle runs P100 requests on T4 x2, so this job "
             "is pushed as t4x2 (NvidiaTeslaT4)."
-        ]
-    return []
+        )
+    return warnings
 
 
 def load_spec_file(path: Path) -> dict[str, Any]:

@@ -48,6 +48,8 @@ class LiveProgress(_FromRow):
     stalled: bool = False
     # Seconds of start-up, load and training so far, as the heartbeat reported them.
     phases: dict[str, float] | None = None
+    # Every scalar the latest step logged, as the heartbeat reported it (None: estimated).
+    metrics: dict[str, float] | None = None
 
 
 class EtaOut(_Wire):

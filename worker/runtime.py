@@ -27,7 +27,7 @@ from worker.boundary.contract import (
     SegmentSpec,
     write_json_atomic,
 )
-from worker.boundary.heartbeat import Heartbeat
+from worker.boundary.heartbeat import Heartbeat, live_metrics
 from worker.boundary.manifest import CorruptCheckpoint, Manifest, verify_checkpoint
 from worker.boundary.paths import HEARTBEAT_FILE, RESULT_FILE, SEGMENT_FILE, SessionPaths
 from worker.checkpoint import (
@@ -304,7 +304,7 @@ class SegmentRunner:
             if self.progress.step % log_every == 0 or self.divergence.streak:
                 self._record(metrics)
             # started + elapsed is the step's end, without another reading of the clock.
-            self._beat(started + elapsed, step_metrics.get("loss"))
+            self._beat(started + elapsed, metrics)
         if metrics and self.result.metrics[-1:] != [metrics]:
             self._record(metrics)  # the segment's last step, whatever log_every says
         log.info("stopping at step %d: %s", self.progress.step, reason)
@@ -353,7 +353,7 @@ class SegmentRunner:
 
         dump_stacks_and_exit(reason, EXIT_FAILED, leave_reason)
 
-    def _beat(self, now: float, loss: float | None) -> None:
+    def _beat(self, now: float, metrics: Mapping[str, float] | None) -> None:
         """Rewrite working/heartbeat.json after the first step, then at most every second."""
         last = self.progress.last_beat
         if not self.group.info.is_main:
@@ -362,6 +362,7 @@ class SegmentRunner:
             return
         self.progress.last_beat = now
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        loss = metrics.get("loss") if metrics else None
         beat = Heartbeat(
             step=self.progress.step,
             at=now,
@@ -373,6 +374,7 @@ class SegmentRunner:
                 "load": self.result.timings.load,
                 "train": self.progress.train_seconds,
             },
+            metrics=live_metrics(metrics),
         )
         write_json_atomic(self.output_dir / HEARTBEAT_FILE, beat.to_json())
 
@@ -422,6 +424,7 @@ class _RunnerDriver:
         self.runner = runner
         self.reason: str | None = None
         self.step_started = runner.clock()
+        self.latest: dict[str, float] = {}  # what the loop logged last, for the heartbeat
 
     def step_ended(self, step: int) -> bool:
         runner = self.runner
@@ -431,7 +434,7 @@ class _RunnerDriver:
         runner.progress.train_seconds += elapsed
         runner.progress.step = step
         runner.hang_watch.beat(step, runner.budget.step_seconds)
-        runner._beat(now, None)
+        runner._beat(now, self.latest)
         self.reason = runner._stop_reason()
         self.step_started = runner.clock()
         return self.reason is not None
@@ -439,6 +442,7 @@ class _RunnerDriver:
     def record_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
         # The Trainer logs a step after asking whether to stop: a divergence stops the next.
         self.runner._record({"step": step, **{key: float(v) for key, v in metrics.items()}})
+        self.latest = {**self.latest, **{key: float(v) for key, v in metrics.items()}}
         # An evaluation's log says nothing about the step's loss: it neither breaks nor extends
         # a run of non-finite steps.
         watched = any(key in metrics for key in WATCHED_METRICS)

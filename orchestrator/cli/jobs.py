@@ -530,6 +530,33 @@ def quota(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         render.console.print(render.quota_table(rows))
 
 
+def compare(
+    ctx: typer.Context,
+    first: Annotated[str, typer.Argument(help="a job id")],
+    second: Annotated[str, typer.Argument(help="another job id")],
+    metric: Annotated[str, typer.Option(help="which logged scalar")] = "loss",
+    as_json: JsonOpt = False,
+) -> None:
+    """One metric of two jobs side by side, by step (at most 20 steps, the last included)."""
+    from orchestrator.wire import JobOut, MetricPoint
+
+    with connect(ctx) as client:
+        jobs = [client.call("GET", f"/api/v1/jobs/{job}", JobOut) for job in (first, second)]
+        series = [
+            client.call("GET", f"/api/v1/jobs/{job}/metrics", list[MetricPoint])
+            for job in (first, second)
+        ]
+    limit = None if as_json else render.COMPARE_ROWS
+    rows = render.compare_rows(metric, series[0], series[1], limit=limit)
+    if as_json:
+        print(json.dumps([{"step": s, first: a, second: b} for s, a, b in rows], indent=2))
+        return
+    if not rows:
+        raise CliError(f"neither job has logged {metric!r} yet")
+    names = (f"{jobs[0].name} ({first})", f"{jobs[1].name} ({second})")
+    render.console.print(render.compare_table(metric, names, rows))
+
+
 def register(app: typer.Typer) -> None:
     for command in (
         submit,
@@ -544,5 +571,6 @@ def register(app: typer.Typer) -> None:
         checkpoints,
         download,
         quota,
+        compare,
     ):
         app.command()(command)

@@ -161,6 +161,41 @@ def segments_table(segments: Sequence[SegmentOut]) -> Table:
     return table
 
 
+# `baton compare` shows at most this many steps: evenly spaced, the first and last included.
+COMPARE_ROWS = 20
+
+
+def compare_rows(
+    key: str,
+    first: Sequence[MetricPoint],
+    second: Sequence[MetricPoint],
+    limit: int | None = COMPARE_ROWS,
+) -> list[tuple[int, float | None, float | None]]:
+    """`key` of two jobs side by side, by step: every step either logged it, or `limit` of them."""
+    ours = {point.step: point.values[key] for point in first if key in point.values}
+    theirs = {point.step: point.values[key] for point in second if key in point.values}
+    every = sorted(ours.keys() | theirs.keys())
+    if limit is not None and len(every) > limit > 1:
+        every = [every[round(i * (len(every) - 1) / (limit - 1))] for i in range(limit)]
+    return [(step, ours.get(step), theirs.get(step)) for step in every]
+
+
+def compare_table(
+    key: str, names: tuple[str, str], rows: Sequence[tuple[int, float | None, float | None]]
+) -> Table:
+    table = Table(box=None, header_style="bold", title=key, title_justify="left")
+    table.add_column("step", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
+    for step, first, second in rows:
+        table.add_row(str(step), _value(first), _value(second))
+    return table
+
+
+def _value(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
 def checkpoints_table(checkpoints: Sequence[CheckpointOut]) -> Table:
     table = Table(box=None, header_style="bold")
     for column in ("step", "segment", "size", "model digest", "created", "files"):

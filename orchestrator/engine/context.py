@@ -8,6 +8,7 @@ from datetime import datetime
 
 from orchestrator.db import Database
 from orchestrator.engine.checkpoints import CheckpointStore
+from orchestrator.trackers.sync import TrackerSync
 
 
 @dataclass(frozen=True)
@@ -15,3 +16,4 @@ class Context:
     db: Database
     clock: Callable[[], datetime]
     store: CheckpointStore
+    trackers: TrackerSync

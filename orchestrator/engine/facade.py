@@ -48,6 +48,7 @@ from orchestrator.lifecycle import (
 )
 from orchestrator.models import Job, Segment, utcnow
 from orchestrator.spec import JobSpec, spec_warnings
+from orchestrator.trackers.sync import TrackerSync
 from orchestrator.transitions import StaleState, record_event, set_job_state
 from worker.boundary.errors import Pending
 from worker.boundary.transport import read_remote
@@ -74,13 +75,19 @@ class Engine:
     # Committed checkpoints kept on disk per job; older ones keep their row, not their files.
     keep_checkpoints: int = 2
     lease_seconds: float = DEFAULT_LEASE_SECONDS
+    # Where the trackers' runs live (TensorBoard, W&B offline, MLflow's local store); default:
+    # beside the checkpoints.
+    trackers_dir: Path | None = None
     claims: Claims = field(init=False)
     store: CheckpointStore = field(init=False)
 
     def __post_init__(self) -> None:
         self.claims = Claims(self.db, self.clock, lease_seconds=self.lease_seconds)
         self.store = CheckpointStore(self.db, self.checkpoints_dir, self.keep_checkpoints)
-        self._ctx = Context(self.db, self.clock, self.store)
+        trackers_dir = self.trackers_dir or self.checkpoints_dir.parent / "trackers"
+        self._ctx = Context(
+            self.db, self.clock, self.store, TrackerSync(self.db, trackers_dir, self.clock)
+        )
 
     # --- user-facing actions -------------------------------------------------------------
 

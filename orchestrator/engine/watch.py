@@ -173,6 +173,7 @@ def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> No
         # A finished job keeps only its newest `keep_when_done` (default: its final checkpoint).
         done = decision.to_state is JobState.SUCCEEDED
         ctx.store.prune(job.id, stored_spec(job.spec).keep_when_done if done else None)
+        ctx.trackers.sync(job.id, finished=done)
     elif result is not None and result.outcome == Outcome.REJECTED:
         _check_resume_checkpoint(ctx, job, segment, fields["error"] or reason)
 

@@ -762,4 +762,31 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="verified handoff",
         ci=True,
     ),
+    Mutant(
+        # Every sync sends a tracker the whole series again: W&B and MLflow get each step twice.
+        "trackers-resend-every-step",
+        "trackers",
+        "orchestrator/trackers/sync.py",
+        "new = [point for point in steps if point.step > last]",
+        "new = list(steps)",
+        (
+            "tests/orchestrator/trackers/test_sync.py::test_only_committed_steps_reach_the_"
+            "tracker_each_once",
+        ),
+        guarantee="one tracker run per job",
+        ci=True,
+    ),
+    Mutant(
+        # A segment that resumed from an older checkpoint adds its steps after the ones it repeats.
+        "queries-metrics-keep-repeated-steps",
+        "trackers",
+        "orchestrator/queries.py",
+        "points = [point for point in points if point.step <= segment.start_step]",
+        "points = list(points)",
+        (
+            "tests/orchestrator/trackers/test_sync.py::test_only_committed_steps_reach_the_"
+            "tracker_each_once",
+        ),
+        guarantee="one tracker run per job",
+    ),
 )

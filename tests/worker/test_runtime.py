@@ -215,6 +215,8 @@ def test_heartbeat_reports_the_latest_step_loss_and_step_time(tmp_path):
     # The fake clock's readings are 1 s apart, so every step is at least a second after the last.
     assert beat["step"] == 6
     assert beat["loss"] == result.metrics[-1]["loss"]
+    # Every scalar of the step, for the page's live point of whichever metric it draws.
+    assert beat["metrics"] == {k: v for k, v in result.metrics[-1].items() if k != "step"}
     assert beat["step_seconds"] == pytest.approx(result.step_time_ema)
     assert isinstance(beat["at"], float)
     # Where the session's time went so far, for the page's timeline of a running session.

@@ -1,4 +1,4 @@
-"""A running session's heartbeat (`working/heartbeat.json`): its latest step, loss and step time.
+"""A running session's heartbeat (`working/heartbeat.json`): its latest step, metrics, step time.
 
 The worker rewrites it while it trains; a backend that can read into a running session hands it
 to the orchestrator, which stores it on the segment (`segments.progress`) and shows it as live
@@ -7,6 +7,8 @@ progress. Both sides read and write it through `Heartbeat`, never through the JS
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeGuard
@@ -23,6 +25,8 @@ class Heartbeat:
     # Where the session's time went so far (startup, load, train seconds): the page draws a
     # running session by phase.
     phases: dict[str, float] | None = None
+    # Every finite scalar the latest step logged (loss included): the page's live point.
+    metrics: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,6 +46,7 @@ class Heartbeat:
             loss=float(loss) if _is_number(loss) else None,
             step_seconds=float(step_seconds) if _is_number(step_seconds) else None,
             phases=_phases(data.get("phases")),
+            metrics=_scalars(data.get("metrics")),
         )
 
     @property
@@ -62,6 +67,20 @@ def _phases(data: object) -> dict[str, float] | None:
     if not isinstance(data, dict):
         return None
     return {str(k): float(v) for k, v in data.items() if _is_number(v) and v >= 0}
+
+
+def _scalars(data: object) -> dict[str, float] | None:
+    if not isinstance(data, dict):
+        return None
+    return {str(k): float(v) for k, v in data.items() if _is_number(v) and math.isfinite(v)}
+
+
+def live_metrics(metrics: Mapping[str, float] | None) -> dict[str, float] | None:
+    """What a heartbeat carries of a step's metrics: the finite ones (JSON has no NaN)."""
+    if not metrics:
+        return None
+    finite = {k: float(v) for k, v in metrics.items() if k != "step" and math.isfinite(v)}
+    return finite or None
 
 
 def _is_number(value: object) -> TypeGuard[int | float]:

@@ -12,7 +12,7 @@ from datetime import datetime
 from orchestrator.quota_use import PHASES, live_phases, phase_seconds
 from orchestrator.wire import LiveProgress, MetricPoint, SegmentOut
 
-__all__ = ["PHASES", "metric_chart", "metric_keys", "timeline"]
+__all__ = ["PHASES", "live_value", "metric_chart", "metric_keys", "timeline"]
 
 
 @dataclass(frozen=True)
@@ -106,10 +106,21 @@ MAX_MARKS = 200
 TICKS = 5
 
 
-def metric_keys(metrics: Sequence[MetricPoint]) -> list[str]:
-    """Every scalar the trainer logged, loss first."""
+def metric_keys(metrics: Sequence[MetricPoint], live: LiveProgress | None = None) -> list[str]:
+    """Every scalar the trainer logged, loss first: committed, or live in the running session."""
     keys = {key for point in metrics for key in point.values}
+    keys |= set(live.metrics or {}) if live is not None else set()
     return sorted(keys, key=lambda key: (key != "loss", key))
+
+
+def live_value(live: LiveProgress | None, key: str) -> tuple[int, float] | None:
+    """The running session's latest (step, value) of `key`, before it commits."""
+    if live is None:
+        return None
+    value = (live.metrics or {}).get(key)
+    if value is None and key == "loss":
+        value = live.loss  # a heartbeat from before the metrics were carried
+    return (live.step, value) if value is not None else None
 
 
 def _ticks(low: float, high: float, to_px: Callable[[float], float], fmt: str) -> list[Tick]:

@@ -364,9 +364,7 @@ def _job_context(
                 )
             except queries.JobNotVisible:
                 other = None
-    live = None
-    if metric == "loss" and job.progress is not None and job.progress.loss is not None:
-        live = (job.progress.step, job.progress.loss)
+    live = charts.live_value(job.progress, metric)
     return {
         "viewer": viewer,
         "job": job,
@@ -377,7 +375,7 @@ def _job_context(
             metrics, segments, job.total_steps, metric, live=live, compare=other
         ),
         "metric": metric,
-        "metric_keys": charts.metric_keys(metrics),
+        "metric_keys": charts.metric_keys(metrics, job.progress),
         "compare": compare if other else None,
         "compare_unknown": compare is not None and other is None,
         "quota_use": quota_use(segments, now, job.progress),

@@ -22,6 +22,8 @@ def test_a_running_local_job_shows_its_heartbeat(live_api: TestClient) -> None:
     assert progress["estimated"] is False
     assert progress["segment_index"] == 0
     assert progress["loss"] is not None
+    assert progress["metrics"]["loss"] == progress["loss"]
+    assert set(progress["metrics"]) == {"loss", "lr"}  # what the test trainer's step returns
     assert progress["step_seconds"] >= 0.05
     assert job["eta"] is not None
     listed = live_api.get("/api/v1/jobs").json()["items"][0]

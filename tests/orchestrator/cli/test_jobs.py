@@ -250,3 +250,32 @@ def test_token_create_with_expiry_through_the_api_and_on_the_server(
 )
 def test_a_bad_expiry_is_one_clear_line(cli_env: Settings, expires: str, says: str) -> None:
     assert says in _error("token", "create", "--expires", expires)
+
+
+def test_compare_prints_one_metric_of_two_jobs_side_by_side(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = []
+    for lr in (0.05, 0.01):
+        spec = _spec_file(tmp_path, total_steps=30, config={"log_every": 1, "lr": lr})
+        _, out, _ = _run(capsys, "--url", server, "submit", str(spec), "--json")
+        ids.append(json.loads(out)["id"])
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with httpx.Client(base_url=server, headers=headers) as http:
+        for job_id in ids:
+            assert wait_finished(http, job_id)["state"] == "succeeded"  # type: ignore[arg-type]
+    code, out, _ = _run(capsys, "--url", server, "compare", *ids, "--metric", "lr", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert [row["step"] for row in rows] == list(range(1, 31))
+    assert all(row[ids[0]] > row[ids[1]] for row in rows)  # the first job's rate is higher
+    code, out, _ = _run(capsys, "--url", server, "compare", *ids)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].strip() == "loss"
+    assert ids[0] in lines[1]
+    assert ids[1] in lines[1]
+    assert len(lines) == 2 + 20  # at most 20 steps, the first and the last among them
+    assert lines[2].split()[0] == "1"
+    assert lines[-1].split()[0] == "30"
+    assert "'eval_loss'" in _error("--url", server, "compare", *ids, "--metric", "eval_loss")

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from worker.boundary.contract import WatchdogPolicy
-from worker.boundary.heartbeat import Heartbeat
+from worker.boundary.heartbeat import Heartbeat, live_metrics
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -20,6 +20,16 @@ def test_a_heartbeat_reads_back_as_it_was_written() -> None:
     assert beat.written_at == NOW
     # Before the first measured step there is no loss or step time yet.
     assert Heartbeat.from_json({"step": 0, "at": 1.0}) == Heartbeat(0, 1.0)
+
+
+def test_a_heartbeat_carries_the_step_s_finite_metrics() -> None:
+    carried = live_metrics({"step": 12, "loss": 0.5, "lr": 0.01, "grad_norm": float("nan")})
+    assert carried == {"loss": 0.5, "lr": 0.01}
+    beat = Heartbeat(step=12, at=NOW.timestamp(), loss=0.5, metrics=carried)
+    assert Heartbeat.from_json(json.loads(json.dumps(beat.to_json()))) == beat
+    assert live_metrics({"step": 3}) is None
+    written = {"step": 1, "at": 1.0, "metrics": {"loss": 1.0, "bad": "x", "inf": float("inf")}}
+    assert Heartbeat.from_json(written) == Heartbeat(1, 1.0, metrics={"loss": 1.0})
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from orchestrator.api.ui.charts import MAX_MARKS, metric_chart, metric_keys
-from orchestrator.wire import MetricPoint, SegmentOut
+from orchestrator.api.ui.charts import MAX_MARKS, live_value, metric_chart, metric_keys
+from orchestrator.wire import LiveProgress, MetricPoint, SegmentOut
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -67,6 +67,28 @@ def test_hover_marks_are_bounded_and_the_live_value_is_drawn() -> None:
     assert chart.live is not None
     assert chart.live.title == "now: step 2500, loss 0.001"
     assert chart.live.y == chart.height  # the lowest value so far
+
+
+def test_the_live_point_follows_whichever_metric_is_shown() -> None:
+    live = LiveProgress(
+        segment_index=1,
+        step=7,
+        loss=0.5,
+        step_seconds=0.1,
+        at=NOW,
+        estimated=False,
+        metrics={"loss": 0.5, "lr": 0.01},
+    )
+    assert live_value(live, "lr") == (7, 0.01)
+    assert live_value(live, "eval_loss") is None
+    assert metric_keys([], live) == ["loss", "lr"]  # selectable before the first commit
+    chart = metric_chart(_points(0, range(1, 5), lr=0.02), [], 10, "lr", live=(7, 0.01))
+    assert chart is not None
+    assert chart.live is not None
+    assert chart.live.title == "now: step 7, lr 0.01"
+    # A heartbeat from before metrics were carried still gives the loss.
+    assert live_value(live.model_copy(update={"metrics": None}), "loss") == (7, 0.5)
+    assert live_value(None, "loss") is None
 
 
 def test_a_second_job_is_drawn_alongside() -> None:
