@@ -18,7 +18,12 @@ from worker.boundary.contract import (
     WatchdogPolicy,
 )
 from worker.boundary.paths import RESUME_PATH
-from worker.boundary.planning import ESTIMATE_WINDOW, PastSegment, learn_estimates
+from worker.boundary.planning import (
+    ESTIMATE_WINDOW,
+    PastSegment,
+    learn_estimates,
+    publish_seconds,
+)
 from worker.boundary.planning import minimum_session_seconds as _minimum_session_seconds
 
 
@@ -76,15 +81,20 @@ def plan_next_segment(
     if quota_seconds is not None:
         limit = min(limit, quota_seconds)
     # A self-chaining segment publishes and pushes before its deadline, and one with the
-    # in-kernel transport publishes: keep time for that until earlier segments measured it
-    # (their `upload`, which learn_estimates pads and takes over once larger).
+    # in-kernel transport publishes: keep time for the checkpoint it will write, at the rate
+    # earlier segments published at (worker/boundary/planning.py, shared with the kernels).
     reserve = 0.0
-    if spec.kaggle is not None and spec.kaggle.self_chain:
-        reserve = spec.kaggle.chain_reserve_seconds
-    elif spec.kaggle is not None and spec.kaggle.kernel_transport:
-        # Publishing only: once a segment measured it, its (padded) time is the margin.
-        measured = any(past.upload_seconds > 0 for past in history)
-        reserve = 0.0 if measured else spec.kaggle.chain_reserve_seconds
+    kaggle = spec.kaggle
+    if kaggle is not None and (kaggle.self_chain or kaggle.kernel_transport):
+        start = latest.step if latest else 0
+        reserve = publish_seconds(
+            history,
+            limit_seconds=limit,
+            steps_left=spec.total_steps - start,
+            reserve_seconds=kaggle.chain_reserve_seconds,
+            first_guess=spec.predicted_checkpoint_bytes(),
+            keep_reserve=kaggle.self_chain,
+        )
     estimates = learn_estimates(history, upload_floor=reserve)
     return SegmentPlan(
         index=next_index,

@@ -20,6 +20,7 @@ from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, Segm
 from worker.boundary.errors import Rejected, Transient
 from worker.boundary.kernel_options import KernelOptions
 from worker.boundary.launch_id import LaunchId
+from worker.boundary.manifest import read_manifest
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
 from worker.boundary.planning import successor_spec
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
@@ -81,7 +82,13 @@ def chain(
         published = _publish(dataset, expect, working, deadline)
         if published is None or result.outcome == Outcome.COMPLETED:
             return
-        spec = successor_spec(SegmentSpec.from_dict(segment), result, expect, time.time() - started)
+        spec = successor_spec(
+            SegmentSpec.from_dict(segment),
+            result,
+            expect,
+            time.time() - started,
+            read_manifest(working / CHECKPOINT_DIR).total_bytes,
+        )
         push = KernelPush(**link.push)
         # Sized to the quota the account has left now, as the orchestrator sizes its pushes.
         seconds = successor_seconds(
