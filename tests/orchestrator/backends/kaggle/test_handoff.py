@@ -137,13 +137,13 @@ def test_a_growing_checkpoint_is_published_inside_every_session(tmp_path: Path) 
             "keep_versions": 1,
             "checkpoint_bytes": base,  # the size at step 0: the first growth is measured from it
         },
-        total_steps=1200,
+        total_steps=1000,
         config={
-            "step_sleep": 0.05,
+            "step_sleep": 0.1,
             "random_state_bytes": base,
             "random_state_bytes_per_step": 100_000,
         },
-        session={"limit_seconds": 40, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+        session={"limit_seconds": 60, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
     )
     with _kaggle(tmp_path, session_upload_bytes_per_second=10.0 * MB) as (data, emulator):
         committed = _run(data, emulator, spec)
