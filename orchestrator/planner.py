@@ -7,7 +7,7 @@ earlier segments; the costs those segments measured become the next segment's es
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from worker.boundary.contract import (
@@ -84,18 +84,21 @@ def plan_next_segment(
     # in-kernel transport publishes: keep time for the checkpoint it will write, at the rate
     # earlier segments published at (worker/boundary/planning.py, shared with the kernels).
     reserve = 0.0
+    started: int | None = None  # the size of the checkpoint the segment starts from
     kaggle = spec.kaggle
     if kaggle is not None and (kaggle.self_chain or kaggle.kernel_transport):
-        start = latest.step if latest else 0
+        guess = spec.predicted_checkpoint_bytes()
+        sizes = [past.checkpoint_bytes for past in history if past.checkpoint_bytes is not None]
+        started = sizes[-1] if sizes else guess
         reserve = publish_seconds(
             history,
             limit_seconds=limit,
-            steps_left=spec.total_steps - start,
+            steps_left=spec.total_steps - (latest.step if latest else 0),
             reserve_seconds=kaggle.chain_reserve_seconds,
-            first_guess=spec.predicted_checkpoint_bytes(),
+            earlier=(0, guess) if guess is not None else None,
             keep_reserve=kaggle.self_chain,
         )
-    estimates = learn_estimates(history, upload_floor=reserve)
+    estimates = replace(learn_estimates(history, upload_floor=reserve), checkpoint_bytes=started)
     return SegmentPlan(
         index=next_index,
         start_step=latest.step if latest else 0,

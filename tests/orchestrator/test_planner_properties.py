@@ -176,7 +176,7 @@ limits = st.floats(min_value=MIN_SESSION_SECONDS, max_value=12 * 3600.0)
     limit=limits,
     steps_left=st.integers(0, 10**6),
     reserve=cost,
-    guess=st.one_of(st.none(), st.integers(0, 10**11)),
+    guess=st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.integers(0, 10**11))),
     keep=st.booleans(),
 )
 def test_publishing_time_covers_the_latest_checkpoint_at_every_recent_rate_and_a_guess_is_capped(
@@ -184,7 +184,7 @@ def test_publishing_time_covers_the_latest_checkpoint_at_every_recent_rate_and_a
     limit: float,
     steps_left: int,
     reserve: float,
-    guess: int | None,
+    guess: tuple[int, int] | None,
     keep: bool,
 ) -> None:
     """Measured: never less than the latest checkpoint takes at the slowest recent rate (the
@@ -195,7 +195,7 @@ def test_publishing_time_covers_the_latest_checkpoint_at_every_recent_rate_and_a
         limit_seconds=limit,
         steps_left=steps_left,
         reserve_seconds=reserve,
-        first_guess=guess,
+        earlier=guess,
         keep_reserve=keep,
     )
     rates = [rate for past in history[-ESTIMATE_WINDOW:] if (rate := past.publish_rate)]

@@ -92,22 +92,23 @@ def publish_rate(history: Sequence[PastSegment]) -> float | None:
 
 
 def predicted_checkpoint_bytes(
-    history: Sequence[PastSegment], steps_ahead: float, first_guess: int | None = None
+    history: Sequence[PastSegment], steps_ahead: float, earlier: tuple[int, int] | None = None
 ) -> int | None:
     """The size of the checkpoint the next segment commits after `steps_ahead` more steps.
 
     The latest committed size, grown at the per-step rate between the last two commits (never
-    shrunk: an overestimate costs seconds, an underestimate the in-kernel upload). Before two
-    commits, `first_guess` (the size predicted at step 0: the memory planner's, or the spec's)
-    stands in for the earlier one. None before anything is known.
+    shrunk: an overestimate costs seconds, an underestimate the in-kernel upload). Where the
+    history holds fewer than two sizes, `earlier` (step, bytes) stands in for the one before:
+    the size predicted for step 0 (the memory planner's, or the spec's), or in a kernel the
+    checkpoint it resumed from. None before anything is known.
     """
     sizes = [
         (past.end_step, past.checkpoint_bytes)
         for past in history
         if past.end_step is not None and past.checkpoint_bytes is not None
     ]
-    if len(sizes) < 2 and first_guess is not None:
-        sizes.insert(0, (0, first_guess))
+    if len(sizes) < 2 and earlier is not None:
+        sizes.insert(0, earlier)
     if not sizes:
         return None
     step, size = sizes[-1]
@@ -124,7 +125,7 @@ def publish_seconds(
     limit_seconds: float,
     steps_left: int,
     reserve_seconds: float,
-    first_guess: int | None = None,
+    earlier: tuple[int, int] | None = None,
     keep_reserve: bool = False,
 ) -> float:
     """Seconds the next segment keeps for publishing its checkpoint: the bytes it will write
@@ -139,7 +140,7 @@ def publish_seconds(
         return reserve
     steps = [past.step_seconds for past in history if past.step_seconds]
     fit = limit_seconds / steps[-1] if steps else math.inf
-    size = predicted_checkpoint_bytes(history, min(float(steps_left), fit), first_guess) or 0
+    size = predicted_checkpoint_bytes(history, min(float(steps_left), fit), earlier) or 0
     return max(size / rate, reserve if keep_reserve else 0.0)
 
 
@@ -180,15 +181,18 @@ def successor_spec(
     """The next segment, planned inside a kernel: resume from `resume`, with the costs measured
     here (`upload_seconds`: publishing this segment's checkpoint of `checkpoint_bytes`)."""
     measured = measured_segment(result, upload_seconds, checkpoint_bytes)
+    started = segment.estimates.checkpoint_bytes
     floor = publish_seconds(
         [measured],
         limit_seconds=segment.limit_seconds,
         steps_left=segment.total_steps - result.end_step,
         reserve_seconds=segment.estimates.upload_seconds,
+        earlier=(result.start_step, started) if started is not None else None,
         keep_reserve=True,
     )
-    estimates = learn_estimates(
-        [measured], upload_floor=floor, exit_floor=segment.estimates.exit_seconds
+    estimates = replace(
+        learn_estimates([measured], upload_floor=floor, exit_floor=segment.estimates.exit_seconds),
+        checkpoint_bytes=checkpoint_bytes,
     )
     return replace(
         segment,
