@@ -28,8 +28,6 @@ class SelfChain:
     tpu: bool = False  # ...the TPU quota rather than the GPU one
     quota_reserve_seconds: float = 0.0
     min_session_seconds: float = 0.0
-    # The job's kaggle.chain_reserve_seconds: kept for publishing and pushing, as the planner does.
-    chain_reserve_seconds: float = 0.0
 
 
 @dataclass(frozen=True)

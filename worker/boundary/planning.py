@@ -177,20 +177,16 @@ def successor_spec(
     resume: CheckpointRef,
     upload_seconds: float,
     checkpoint_bytes: int | None = None,
-    reserve_seconds: float | None = None,
 ) -> SegmentSpec:
     """The next segment, planned inside a kernel: resume from `resume`, with the costs measured
-    here (`upload_seconds`: publishing this segment's checkpoint of `checkpoint_bytes`), and the
-    job's chain reserve (by default what this segment was given)."""
+    here (`upload_seconds`: publishing this segment's checkpoint of `checkpoint_bytes`)."""
     measured = measured_segment(result, upload_seconds, checkpoint_bytes)
     started = segment.estimates.checkpoint_bytes
     floor = publish_seconds(
         [measured],
         limit_seconds=segment.limit_seconds,
         steps_left=segment.total_steps - result.end_step,
-        reserve_seconds=(
-            segment.estimates.upload_seconds if reserve_seconds is None else reserve_seconds
-        ),
+        reserve_seconds=segment.estimates.upload_seconds,
         earlier=(result.start_step, started) if started is not None else None,
         keep_reserve=True,
     )

@@ -88,7 +88,6 @@ def chain(
             expect,
             time.time() - started,
             read_manifest(working / CHECKPOINT_DIR).total_bytes,
-            link.chain_reserve_seconds,
         )
         push = KernelPush(**link.push)
         # Sized to the quota the account has left now, as the orchestrator sizes its pushes.

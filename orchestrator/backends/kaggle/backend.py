@@ -355,7 +355,6 @@ class KaggleBackend:
                 tpu=self.options.accelerator is Accelerator.TPU,
                 quota_reserve_seconds=self.options.quota_reserve_seconds,
                 min_session_seconds=MIN_SESSION_SECONDS,
-                chain_reserve_seconds=self.options.chain_reserve_seconds,
             )
         return KernelOptions(
             checkpoint_dataset=slug,
