@@ -137,7 +137,10 @@ def publish_seconds(
     reserve = min(reserve_seconds, MAX_RESERVE_SHARE * limit_seconds)
     rate = publish_rate(history)
     if rate is None:
-        return reserve
+        # Publish seconds measured without a size (a segment from before sizes were kept) are
+        # a measure too: learn_estimates pads them.
+        measured = any(past.upload_seconds > 0 for past in history)
+        return reserve if keep_reserve or not measured else 0.0
     steps = [past.step_seconds for past in history if past.step_seconds]
     fit = limit_seconds / steps[-1] if steps else math.inf
     size = predicted_checkpoint_bytes(history, min(float(steps_left), fit), earlier) or 0
@@ -182,13 +185,17 @@ def successor_spec(
     here (`upload_seconds`: publishing this segment's checkpoint of `checkpoint_bytes`)."""
     measured = measured_segment(result, upload_seconds, checkpoint_bytes)
     started = segment.estimates.checkpoint_bytes
-    floor = publish_seconds(
-        [measured],
-        limit_seconds=segment.limit_seconds,
-        steps_left=segment.total_steps - result.end_step,
-        reserve_seconds=segment.estimates.upload_seconds,
-        earlier=(result.start_step, started) if started is not None else None,
-        keep_reserve=True,
+    # What this segment was given stays the floor: it stands for the orchestrator's reserve and
+    # the earlier segments' measures, which the kernel does not see.
+    floor = max(
+        publish_seconds(
+            [measured],
+            limit_seconds=segment.limit_seconds,
+            steps_left=segment.total_steps - result.end_step,
+            reserve_seconds=0.0,
+            earlier=(result.start_step, started) if started is not None else None,
+        ),
+        segment.estimates.upload_seconds,
     )
     estimates = replace(
         learn_estimates([measured], upload_floor=floor, exit_floor=segment.estimates.exit_seconds),
