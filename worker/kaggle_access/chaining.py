@@ -23,6 +23,7 @@ from worker.boundary.launch_id import LaunchId
 from worker.boundary.manifest import read_manifest
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
 from worker.boundary.planning import successor_spec
+from worker.kaggle_access.before_deadline import TooLate, call_before
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, production_client
 from worker.kaggle_access.kernel_script import kernel_source
@@ -52,7 +53,15 @@ def _publish(
     delay = RETRY_SECONDS
     while time.time() < give_up_at:
         try:
-            return dataset.ensure_published(expect, working / CHECKPOINT_DIR, working / RESULT_FILE)
+            return call_before(
+                give_up_at,
+                lambda: dataset.ensure_published(
+                    expect, working / CHECKPOINT_DIR, working / RESULT_FILE
+                ),
+            )
+        except TooLate:
+            log.warning("the upload outlasted the session; the orchestrator chains")
+            return None
         except Transient as exc:
             log.info("publishing: %s", exc)
             wait = max(delay, exc.retry_after or 0.0)

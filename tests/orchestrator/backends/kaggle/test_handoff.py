@@ -162,6 +162,30 @@ def test_a_growing_checkpoint_is_published_inside_every_session(tmp_path: Path) 
     assert final == _reference(spec, tmp_path / "reference")
 
 
+def test_an_upload_that_outlasts_its_session_is_abandoned_and_the_checkpoint_kept(
+    tmp_path: Path,
+) -> None:
+    """The first session keeps 2 s for publishing (nothing measured yet) and runs to its
+    deadline; its 50 MB take 10 s to upload at 5 MB/s. The session stops waiting for the upload
+    at its deadline and exits in time, so its output, checkpoint included, survives, and that
+    boundary takes the orchestrator's link; a session killed mid-upload would lose both."""
+    spec = kaggle_spec(
+        {"enable_internet": True, "chain_reserve_seconds": 2.0, "keep_versions": 1},
+        total_steps=400,
+        config={"step_sleep": 0.1, "random_state_bytes": 50 * MB},
+        session={"limit_seconds": 30, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+    )
+    with _kaggle(tmp_path, session_upload_bytes_per_second=5.0 * MB) as (data, emulator):
+        committed = _run(data, emulator, spec)
+
+    first = committed[0]
+    assert first["outcome"] == "deadline"  # it ran to its deadline and reported
+    assert first["timings"]["transport"] == "orchestrator"
+    assert first["timings"]["link_bytes"] >= 50 * MB
+    final = committed[-1]["checkpoint"]["model_digest"]
+    assert final == _reference(spec, tmp_path / "reference")
+
+
 @pytest.mark.parametrize(
     ("kaggle", "config", "field", "fix"),
     [
