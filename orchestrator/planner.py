@@ -7,7 +7,7 @@ earlier segments; the costs those segments measured become the next segment's es
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from worker.boundary.contract import (
@@ -18,7 +18,12 @@ from worker.boundary.contract import (
     WatchdogPolicy,
 )
 from worker.boundary.paths import RESUME_PATH
-from worker.boundary.planning import ESTIMATE_WINDOW, PastSegment, learn_estimates
+from worker.boundary.planning import (
+    ESTIMATE_WINDOW,
+    PastSegment,
+    learn_estimates,
+    publish_seconds,
+)
 from worker.boundary.planning import minimum_session_seconds as _minimum_session_seconds
 
 
@@ -76,16 +81,24 @@ def plan_next_segment(
     if quota_seconds is not None:
         limit = min(limit, quota_seconds)
     # A self-chaining segment publishes and pushes before its deadline, and one with the
-    # in-kernel transport publishes: keep time for that until earlier segments measured it
-    # (their `upload`, which learn_estimates pads and takes over once larger).
+    # in-kernel transport publishes: keep time for the checkpoint it will write, at the rate
+    # earlier segments published at (worker/boundary/planning.py, shared with the kernels).
     reserve = 0.0
-    if spec.kaggle is not None and spec.kaggle.self_chain:
-        reserve = spec.kaggle.chain_reserve_seconds
-    elif spec.kaggle is not None and spec.kaggle.kernel_transport:
-        # Publishing only: once a segment measured it, its (padded) time is the margin.
-        measured = any(past.upload_seconds > 0 for past in history)
-        reserve = 0.0 if measured else spec.kaggle.chain_reserve_seconds
-    estimates = learn_estimates(history, upload_floor=reserve)
+    started: int | None = None  # the size of the checkpoint the segment starts from
+    kaggle = spec.kaggle
+    if kaggle is not None and (kaggle.self_chain or kaggle.kernel_transport):
+        guess = spec.predicted_checkpoint_bytes()
+        sizes = [past.checkpoint_bytes for past in history if past.checkpoint_bytes is not None]
+        started = sizes[-1] if sizes else guess
+        reserve = publish_seconds(
+            history,
+            limit_seconds=limit,
+            steps_left=spec.total_steps - (latest.step if latest else 0),
+            reserve_seconds=kaggle.chain_reserve_seconds,
+            earlier=(0, guess) if guess is not None else None,
+            keep_reserve=kaggle.self_chain,
+        )
+    estimates = replace(learn_estimates(history, upload_floor=reserve), checkpoint_bytes=started)
     return SegmentPlan(
         index=next_index,
         start_step=latest.step if latest else 0,

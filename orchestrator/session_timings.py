@@ -24,6 +24,8 @@ class SessionTimings:
     # bytes through the orchestrator's link for it (collect's download plus launch's upload).
     transport: str | None = None
     link_bytes: int | None = None
+    # The committed checkpoint's size (its manifest): with `upload`, the rate it was published at.
+    checkpoint_bytes: int | None = None
 
     @classmethod
     def measured(

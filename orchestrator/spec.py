@@ -367,21 +367,31 @@ class JobSpec(BaseModel):
             message = f"Slurm's walltime is whole minutes: at least {SLURM_MIN_SESSION_SECONDS:g} s"
             raise field_error("JobSpec", ("session", "limit_seconds"), message, limit)
 
+    def predicted_checkpoint_bytes(self) -> int | None:
+        """What one checkpoint holds before any was committed: kaggle.checkpoint_bytes, or the
+        memory planner's size for Baton's LM trainers; None where neither tells."""
+        if self.kaggle is not None and self.kaggle.checkpoint_bytes is not None:
+            return self.kaggle.checkpoint_bytes
+        if self.trainer.startswith(BATON_LM_TRAINERS):
+            return math.ceil(checkpoint_size(self.config, self.nproc).total)
+        return None
+
     def _checkpoint_fits_kaggle(self, kaggle: KaggleSpec) -> None:
         """Refuse, before anything is pushed, a checkpoint that cannot fit the session's 20 GB
         /kaggle/working or the account's private dataset storage with the versions kept."""
+        predicted = self.predicted_checkpoint_bytes()
+        if predicted is None:
+            return
+        size = float(predicted)
         where: tuple[str, ...] = ("kaggle", "checkpoint_bytes")
-        if kaggle.checkpoint_bytes is not None:
-            size, fix = float(kaggle.checkpoint_bytes), "save less per checkpoint"
-        elif self.trainer.startswith(BATON_LM_TRAINERS):
-            predicted = checkpoint_size(self.config, self.nproc)
-            size, where = predicted.total, ("config",)
+        fix = "save less per checkpoint"
+        if kaggle.checkpoint_bytes is None:
+            weights = checkpoint_size(self.config, self.nproc).weights
+            where = ("config",)
             fix = (
                 f"train LoRA adapters only (lora: {{...}}), or save without optimizer state "
-                f"where the trainer allows it (then about {predicted.weights / GB:.1f} GB)"
+                f"where the trainer allows it (then about {weights / GB:.1f} GB)"
             )
-        else:
-            return
         if size > KAGGLE_WORKING_BYTES:
             message = (
                 f"a checkpoint of about {size / GB:.1f} GB cannot fit Kaggle's "

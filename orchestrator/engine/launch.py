@@ -220,6 +220,8 @@ def past_segment(segment: Segment) -> PastSegment:
         session_seconds=timings.session,
         step_seconds=timings.step_ema,
         setup_seconds=timings.setup,
+        checkpoint_bytes=timings.checkpoint_bytes,
+        end_step=segment.end_step,
     )
 
 

@@ -141,7 +141,10 @@ def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> No
             result.timings, collected.session_seconds, result.step_time_ema
         )
         timings = replace(
-            measured, transport=collected.transport, link_bytes=collected.link_bytes
+            measured,
+            transport=collected.transport,
+            link_bytes=collected.link_bytes,
+            checkpoint_bytes=collected.manifest.total_bytes if collected.manifest else None,
         ).to_json()
         fields |= {"outcome": result.outcome, "timings": timings, "metrics": result.metrics}
     if committed:

@@ -150,7 +150,10 @@ def test_estimates_without_session_or_step_times_still_learn_save_and_upload() -
 
 def test_a_self_chained_segment_keeps_time_to_publish_and_push_its_successor() -> None:
     spec = JobSpec.model_validate(
-        kaggle_spec({"self_chain": True, "enable_internet": True, "chain_reserve_seconds": 30})
+        kaggle_spec(
+            {"self_chain": True, "enable_internet": True, "chain_reserve_seconds": 30},
+            session={"limit_seconds": 600},
+        )
     )
     first = plan_next_segment(spec, 0, None, [])
     assert first.estimates == Estimates(upload_seconds=30.0)

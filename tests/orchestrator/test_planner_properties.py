@@ -10,7 +10,14 @@ from orchestrator.planner import build_segment_spec, minimum_session_seconds, pl
 from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from tests.factories import job_spec, kaggle_spec
 from worker.boundary.contract import CheckpointRef, SegmentResult, Timings
-from worker.boundary.planning import ESTIMATE_WINDOW, PastSegment, learn_estimates, successor_spec
+from worker.boundary.planning import (
+    ESTIMATE_WINDOW,
+    MAX_RESERVE_SHARE,
+    PastSegment,
+    learn_estimates,
+    publish_seconds,
+    successor_spec,
+)
 
 cost = st.floats(min_value=0.0, max_value=3600.0, allow_nan=False)
 past_segments = st.builds(
@@ -21,6 +28,8 @@ past_segments = st.builds(
     session_seconds=st.one_of(st.none(), cost),
     step_seconds=st.one_of(st.none(), st.floats(min_value=1e-3, max_value=600.0)),
     setup_seconds=cost,
+    checkpoint_bytes=st.one_of(st.none(), st.integers(0, 10**11)),
+    end_step=st.one_of(st.none(), st.integers(0, 10**6)),
 )
 histories = st.lists(past_segments, max_size=8)
 checkpoints = st.one_of(
@@ -94,7 +103,8 @@ def test_a_self_chained_segment_always_keeps_its_chain_reserve(
 ) -> None:
     plan = plan_next_segment(spec, 1, latest, history, quota)
     if spec.kaggle is not None and spec.kaggle.self_chain:
-        assert plan.estimates.upload_seconds >= spec.kaggle.chain_reserve_seconds
+        reserve = min(spec.kaggle.chain_reserve_seconds, MAX_RESERVE_SHARE * plan.limit_seconds)
+        assert plan.estimates.upload_seconds >= reserve
     assert plan.estimates.upload_seconds >= learn_estimates(history).upload_seconds
 
 
@@ -156,3 +166,50 @@ def test_a_successor_planned_in_the_kernel_resumes_from_what_it_left_and_keeps_i
     assert successor.estimates.exit_seconds >= segment.estimates.exit_seconds
     assert successor.estimates.step_seconds == step
     assert (successor.limit_seconds, successor.margin) == (segment.limit_seconds, segment.margin)
+
+
+limits = st.floats(min_value=MIN_SESSION_SECONDS, max_value=12 * 3600.0)
+
+
+@given(
+    history=histories,
+    limit=limits,
+    steps_left=st.integers(0, 10**6),
+    reserve=cost,
+    guess=st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.integers(0, 10**11))),
+    keep=st.booleans(),
+)
+def test_publishing_time_covers_the_latest_checkpoint_at_every_recent_rate_and_a_guess_is_capped(
+    history: list[PastSegment],
+    limit: float,
+    steps_left: int,
+    reserve: float,
+    guess: tuple[int, int] | None,
+    keep: bool,
+) -> None:
+    """Measured: never less than the latest checkpoint takes at the slowest recent rate (the
+    checkpoint is predicted never to shrink). Unmeasured: the reserve, never over a third of the
+    session."""
+    seconds = publish_seconds(
+        history,
+        limit_seconds=limit,
+        steps_left=steps_left,
+        reserve_seconds=reserve,
+        earlier=guess,
+        keep_reserve=keep,
+    )
+    rates = [rate for past in history[-ESTIMATE_WINDOW:] if (rate := past.publish_rate)]
+    if not rates:
+        assert seconds <= MAX_RESERVE_SHARE * limit
+        if keep or not any(past.upload_seconds > 0 for past in history):
+            assert seconds == min(reserve, MAX_RESERVE_SHARE * limit)
+        return
+    sizes = [
+        p.checkpoint_bytes
+        for p in history
+        if p.checkpoint_bytes is not None and p.end_step is not None
+    ]
+    if sizes:
+        assert all(seconds >= sizes[-1] / rate * (1 - 1e-9) for rate in rates)
+    if keep:
+        assert seconds >= min(reserve, MAX_RESERVE_SHARE * limit)

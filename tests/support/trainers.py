@@ -22,6 +22,8 @@ Config keys (all optional):
     random_state_bytes: int         ballast of this many random bytes drawn from the seed and
                                     the step in the saved state: a checkpoint that does not
                                     compress, as large as a real model's
+    random_state_bytes_per_step: int  the ballast grows by this many bytes per step taken: a
+                                    checkpoint that grows from segment to segment
     nan_from_step: int              the loss is NaN from this step on, counted from 1 as the
                                     step log counts (the weights go NaN with it); with
                                     fault_marker, armed for the whole of one segment only
@@ -104,8 +106,11 @@ class LinearTrainer(Trainer):
         if self.ctx.config.get("state_bytes"):
             # Ballast: a state as large as a real model's, to exercise size-based estimates.
             state["ballast"] = torch.zeros(int(self.ctx.config["state_bytes"]), dtype=torch.uint8)
-        if self.ctx.config.get("random_state_bytes"):
-            size = int(self.ctx.config["random_state_bytes"])
+        config = self.ctx.config
+        if config.get("random_state_bytes") or config.get("random_state_bytes_per_step"):
+            # The scheduler steps once per training step: last_epoch counts the steps taken.
+            growth = int(config.get("random_state_bytes_per_step", 0)) * self.scheduler.last_epoch
+            size = int(config.get("random_state_bytes", 0)) + growth
             drawn = torch.Generator().manual_seed(self.ctx.seed * 1_000_003 + self.sampler.position)
             state["noise"] = torch.randint(0, 256, (size,), dtype=torch.uint8, generator=drawn)
         return state

@@ -65,6 +65,9 @@ class Estimates:
     exit_seconds: float = 0.0
     # The previous segment's step_time_ema: guards the first step, before this one measures.
     step_seconds: float | None = None
+    # The size of the checkpoint this segment starts from (or, for the first, the size predicted
+    # for step 0): a self-chaining kernel measures the growth to its own checkpoint from it.
+    checkpoint_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ only its own segment and pushes the next one while the orchestrator may be offli
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -19,6 +20,10 @@ ESTIMATE_WINDOW = 3
 ESTIMATE_PADDING = 1.25
 # At least half of a session must be training steps, or it is not worth its quota.
 USEFUL_FACTOR = 2.0
+# Until a segment measured its publishing, the job's fixed reserve stands in for it, but never more
+# than this share of the session: a short session must not spend itself on a guess (with the
+# start-up, at least half of a session worth launching stays training, USEFUL_FACTOR).
+MAX_RESERVE_SHARE = 1 / 3
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,15 @@ class PastSegment:
     session_seconds: float | None  # the backend's wall time for the whole session
     step_seconds: float | None  # the segment's step_time_ema
     setup_seconds: float = 0.0  # start-up plus load: what a session spends before its first step
+    checkpoint_bytes: int | None = None  # the committed checkpoint's size (its manifest)
+    end_step: int | None = None  # the step it committed
+
+    @property
+    def publish_rate(self) -> float | None:
+        """Bytes per second its session published its checkpoint at; None where it did not."""
+        if not self.checkpoint_bytes or self.upload_seconds <= 0:
+            return None
+        return self.checkpoint_bytes / self.upload_seconds
 
     @property
     def fixed_seconds(self) -> float:
@@ -53,7 +67,9 @@ def minimum_session_seconds(history: Sequence[PastSegment], floor: float = 0.0) 
     return max(floor, USEFUL_FACTOR * fixed)
 
 
-def measured_segment(result: SegmentResult, upload_seconds: float) -> PastSegment:
+def measured_segment(
+    result: SegmentResult, upload_seconds: float, checkpoint_bytes: int | None = None
+) -> PastSegment:
     """What a kernel knows of its own segment's costs (no one measures its session from
     outside)."""
     return PastSegment(
@@ -63,7 +79,72 @@ def measured_segment(result: SegmentResult, upload_seconds: float) -> PastSegmen
         session_seconds=None,
         step_seconds=result.step_time_ema,
         setup_seconds=result.timings.startup + result.timings.load,
+        checkpoint_bytes=checkpoint_bytes,
+        end_step=result.end_step,
     )
+
+
+def publish_rate(history: Sequence[PastSegment]) -> float | None:
+    """The slowest publish rate of the last few segments, derated by ESTIMATE_PADDING; None
+    before any segment published."""
+    rates = [rate for past in list(history)[-ESTIMATE_WINDOW:] if (rate := past.publish_rate)]
+    return min(rates) / ESTIMATE_PADDING if rates else None
+
+
+def predicted_checkpoint_bytes(
+    history: Sequence[PastSegment], steps_ahead: float, earlier: tuple[int, int] | None = None
+) -> int | None:
+    """The size of the checkpoint the next segment commits after `steps_ahead` more steps.
+
+    The latest committed size, grown at the per-step rate between the last two commits (never
+    shrunk: an overestimate costs seconds, an underestimate the in-kernel upload). Where the
+    history holds fewer than two sizes, `earlier` (step, bytes) stands in for the one before:
+    the size predicted for step 0 (the memory planner's, or the spec's), or in a kernel the
+    checkpoint it resumed from. None before anything is known.
+    """
+    sizes = [
+        (past.end_step, past.checkpoint_bytes)
+        for past in history
+        if past.end_step is not None and past.checkpoint_bytes is not None
+    ]
+    if len(sizes) < 2 and earlier is not None:
+        sizes.insert(0, earlier)
+    if not sizes:
+        return None
+    step, size = sizes[-1]
+    if len(sizes) < 2 or sizes[-2][0] >= step:
+        return size
+    before_step, before = sizes[-2]
+    growth = max(0.0, (size - before) / (step - before_step))
+    return math.ceil(size + growth * max(0.0, steps_ahead))
+
+
+def publish_seconds(
+    history: Sequence[PastSegment],
+    *,
+    limit_seconds: float,
+    steps_left: int,
+    reserve_seconds: float,
+    earlier: tuple[int, int] | None = None,
+    keep_reserve: bool = False,
+) -> float:
+    """Seconds the next segment keeps for publishing its checkpoint: the bytes it will write
+    (predicted_checkpoint_bytes, over as many steps as fit its session) over the rate earlier
+    segments published at. Until a segment measured that rate, the job's `reserve_seconds`, at
+    most MAX_RESERVE_SHARE of the session; `keep_reserve` keeps it as a floor throughout (a
+    self-chaining segment pushes its successor after publishing).
+    """
+    reserve = min(reserve_seconds, MAX_RESERVE_SHARE * limit_seconds)
+    rate = publish_rate(history)
+    if rate is None:
+        # Publish seconds measured without a size (a segment from before sizes were kept) are
+        # a measure too: learn_estimates pads them.
+        measured = any(past.upload_seconds > 0 for past in history)
+        return reserve if keep_reserve or not measured else 0.0
+    steps = [past.step_seconds for past in history if past.step_seconds]
+    fit = limit_seconds / steps[-1] if steps else math.inf
+    size = predicted_checkpoint_bytes(history, min(float(steps_left), fit), earlier) or 0
+    return max(size / rate, reserve if keep_reserve else 0.0)
 
 
 def learn_estimates(
@@ -94,15 +175,31 @@ def learn_estimates(
 
 
 def successor_spec(
-    segment: SegmentSpec, result: SegmentResult, resume: CheckpointRef, upload_seconds: float
+    segment: SegmentSpec,
+    result: SegmentResult,
+    resume: CheckpointRef,
+    upload_seconds: float,
+    checkpoint_bytes: int | None = None,
 ) -> SegmentSpec:
     """The next segment, planned inside a kernel: resume from `resume`, with the costs measured
-    here (`upload_seconds`: publishing this segment's checkpoint)."""
-    measured = measured_segment(result, upload_seconds)
-    estimates = learn_estimates(
-        [measured],
-        upload_floor=segment.estimates.upload_seconds,
-        exit_floor=segment.estimates.exit_seconds,
+    here (`upload_seconds`: publishing this segment's checkpoint of `checkpoint_bytes`)."""
+    measured = measured_segment(result, upload_seconds, checkpoint_bytes)
+    started = segment.estimates.checkpoint_bytes
+    # What this segment was given stays the floor: it stands for the orchestrator's reserve and
+    # the earlier segments' measures, which the kernel does not see.
+    floor = max(
+        publish_seconds(
+            [measured],
+            limit_seconds=segment.limit_seconds,
+            steps_left=segment.total_steps - result.end_step,
+            reserve_seconds=0.0,
+            earlier=(result.start_step, started) if started is not None else None,
+        ),
+        segment.estimates.upload_seconds,
+    )
+    estimates = replace(
+        learn_estimates([measured], upload_floor=floor, exit_floor=segment.estimates.exit_seconds),
+        checkpoint_bytes=checkpoint_bytes,
     )
     return replace(
         segment,

@@ -20,8 +20,10 @@ from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, Segm
 from worker.boundary.errors import Rejected, Transient
 from worker.boundary.kernel_options import KernelOptions
 from worker.boundary.launch_id import LaunchId
+from worker.boundary.manifest import read_manifest
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
 from worker.boundary.planning import successor_spec
+from worker.kaggle_access.before_deadline import TooLate, call_before
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, production_client
 from worker.kaggle_access.kernel_script import kernel_source
@@ -51,7 +53,15 @@ def _publish(
     delay = RETRY_SECONDS
     while time.time() < give_up_at:
         try:
-            return dataset.ensure_published(expect, working / CHECKPOINT_DIR, working / RESULT_FILE)
+            return call_before(
+                give_up_at,
+                lambda: dataset.ensure_published(
+                    expect, working / CHECKPOINT_DIR, working / RESULT_FILE
+                ),
+            )
+        except TooLate:
+            log.warning("the upload outlasted the session; the orchestrator chains")
+            return None
         except Transient as exc:
             log.info("publishing: %s", exc)
             wait = max(delay, exc.retry_after or 0.0)
@@ -81,7 +91,13 @@ def chain(
         published = _publish(dataset, expect, working, deadline)
         if published is None or result.outcome == Outcome.COMPLETED:
             return
-        spec = successor_spec(SegmentSpec.from_dict(segment), result, expect, time.time() - started)
+        spec = successor_spec(
+            SegmentSpec.from_dict(segment),
+            result,
+            expect,
+            time.time() - started,
+            read_manifest(working / CHECKPOINT_DIR).total_bytes,
+        )
         push = KernelPush(**link.push)
         # Sized to the quota the account has left now, as the orchestrator sizes its pushes.
         seconds = successor_seconds(

@@ -22,6 +22,7 @@ from worker.boundary.errors import Rejected, Transient
 from worker.boundary.kernel_options import Publish
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
 from worker.boundary.transport import PUBLISH_FILE, Published
+from worker.kaggle_access.before_deadline import TooLate, call_before
 from worker.kaggle_access.chaining import RETRY_CAP_SECONDS, RETRY_SECONDS, secret_key
 from worker.kaggle_access.checkpoints import CheckpointDataset, archive_name
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, production_client
@@ -48,8 +49,14 @@ def publish_checkpoint(publish: Publish, working: Path, deadline: float) -> bool
     try:
         while time.time() < deadline:
             try:
-                dataset.ensure_published(expect, checkpoint, working / RESULT_FILE)
+                call_before(
+                    deadline,
+                    lambda: dataset.ensure_published(expect, checkpoint, working / RESULT_FILE),
+                )
                 break  # READY already (a retried session whose upload took effect)
+            except TooLate:
+                log.warning("the upload outlasted the session; the orchestrator fetches it")
+                return False
             except Transient as exc:
                 if dataset.upload_confirmed(name):
                     break  # accepted: Kaggle processes it after the session

@@ -42,7 +42,7 @@ LIMIT_SECONDS = 120
 
 def _spec(total_steps: int) -> dict[str, Any]:
     # The checkpoint goes through Baton (transport: orchestrator): with the in-kernel transport a
-    # first session keeps chain_reserve_seconds (120 s, the whole scaled session) to publish.
+    # first session keeps a third of itself (chain_reserve_seconds, capped) to publish.
     return kaggle_spec(
         {"enable_internet": True, "control_poll_seconds": 60 * SCALE, "transport": "orchestrator"},
         total_steps=total_steps,

@@ -15,6 +15,7 @@ import pytest
 from orchestrator.backends.kaggle.backend import kernel_slug
 from tests.factories import kaggle_spec, make_settings, reference_digest, running_api, wait_finished
 from tests.kaggle_emulator import Emulator, start_emulator
+from worker.boundary.planning import ESTIMATE_PADDING
 from worker.kaggle_access.chaining import SECRET_LABEL
 
 pytestmark = pytest.mark.slow
@@ -48,13 +49,14 @@ def _reference(spec: dict[str, Any], workdir: Path) -> str:
 
 
 @contextmanager
-def _kaggle(tmp_path: Path) -> Iterator[tuple[Path, Emulator]]:
+def _kaggle(tmp_path: Path, **costs: float) -> Iterator[tuple[Path, Emulator]]:
     with start_emulator(
         tmp_path / "kaggle",
         queue_seconds=0.2,
         dataset_processing_seconds=0.5,
         # Processing grows with size (here 1 s per 400 MB: Kaggle's figures scaled down).
         dataset_bytes_per_second=400.0 * MB,
+        **costs,
     ) as emulator:
         yield tmp_path / "data", emulator
         assert emulator.internal_errors == []
@@ -75,7 +77,7 @@ def _run(data: Path, emulator: Emulator, spec: dict[str, Any]) -> list[dict[str,
     committed = [seg for seg in segments if seg["state"] == "succeeded"]
     for before, after in pairwise(committed):
         assert after["start_step"] == before["end_step"]
-    assert committed[-1]["end_step"] == 3 * STEPS_PER_SESSION
+    assert committed[-1]["end_step"] == spec["total_steps"]
     return committed
 
 
@@ -117,6 +119,69 @@ def test_without_internet_the_checkpoint_crosses_the_orchestrator_and_still_matc
     assert counters.uploaded >= 2 * CHECKPOINT_BYTES
     assert [seg["timings"]["transport"] for seg in committed] == ["orchestrator"] * 3
     assert all(seg["timings"]["link_bytes"] >= CHECKPOINT_BYTES for seg in committed)
+    final = committed[-1]["checkpoint"]["model_digest"]
+    assert final == _reference(spec, tmp_path / "reference")
+
+
+def test_a_growing_checkpoint_is_published_inside_every_session(tmp_path: Path) -> None:
+    """Sessions run to their deadline while the checkpoint grows by 100 KB a step, uploaded from
+    the kernel at 10 MB/s: each segment keeps time for the larger checkpoint it will write (bytes
+    over the rate measured before it, the growth between the last two sizes carried forward), not
+    the seconds the smaller one before took, so no upload runs into its session's limit (which
+    would hand the boundary to the orchestrator's link)."""
+    base = 1 * MB
+    spec = kaggle_spec(
+        {
+            "enable_internet": True,
+            "chain_reserve_seconds": 10.0,
+            "keep_versions": 1,
+            "checkpoint_bytes": base,  # the size at step 0: the first growth is measured from it
+        },
+        total_steps=1000,
+        config={
+            "step_sleep": 0.1,
+            "random_state_bytes": base,
+            "random_state_bytes_per_step": 100_000,
+        },
+        session={"limit_seconds": 60, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+    )
+    with _kaggle(tmp_path, session_upload_bytes_per_second=10.0 * MB) as (data, emulator):
+        committed = _run(data, emulator, spec)
+
+    sizes = [_bytes(seg) for seg in committed]
+    assert len(committed) >= 3
+    assert sizes == sorted(sizes)
+    assert sizes[-1] > 2 * sizes[0]  # it grew
+    # Every session published its own checkpoint within its limit.
+    assert [seg["timings"]["transport"] for seg in committed] == ["kernel"] * len(committed)
+    # Some session took longer to publish than the one before it, padded: the margin a rule of
+    # measured seconds would have kept for it, too short.
+    uploads = [seg["timings"]["upload"] for seg in committed]
+    assert any(after > ESTIMATE_PADDING * before for before, after in pairwise(uploads)), uploads
+    final = committed[-1]["checkpoint"]["model_digest"]
+    assert final == _reference(spec, tmp_path / "reference")
+
+
+def test_an_upload_that_outlasts_its_session_is_abandoned_and_the_checkpoint_kept(
+    tmp_path: Path,
+) -> None:
+    """The first session keeps 2 s for publishing (nothing measured yet) and runs to its
+    deadline; its 50 MB take 10 s to upload at 5 MB/s. The session stops waiting for the upload
+    at its deadline and exits in time, so its output, checkpoint included, survives, and that
+    boundary takes the orchestrator's link; a session killed mid-upload would lose both."""
+    spec = kaggle_spec(
+        {"enable_internet": True, "chain_reserve_seconds": 2.0, "keep_versions": 1},
+        total_steps=400,
+        config={"step_sleep": 0.1, "random_state_bytes": 50 * MB},
+        session={"limit_seconds": 30, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+    )
+    with _kaggle(tmp_path, session_upload_bytes_per_second=5.0 * MB) as (data, emulator):
+        committed = _run(data, emulator, spec)
+
+    first = committed[0]
+    assert first["outcome"] == "deadline"  # it ran to its deadline and reported
+    assert first["timings"]["transport"] == "orchestrator"
+    assert first["timings"]["link_bytes"] >= 50 * MB
     final = committed[-1]["checkpoint"]["model_digest"]
     assert final == _reference(spec, tmp_path / "reference")
 

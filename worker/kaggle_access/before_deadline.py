@@ -1,0 +1,43 @@
+"""Kaggle calls that must not outlive their session.
+
+A blob upload cannot be interrupted, and one still running at the session's limit is killed with
+the session, whose output Kaggle then drops: the committed checkpoint with it (a test saw this
+when a checkpoint outgrew the time kept for its upload). So a publishing call runs in a daemon
+thread and the session stops waiting for it at its deadline: it then exits in time, with its
+checkpoint still in its output for the orchestrator to fetch (today's path).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class TooLate(Exception):
+    """The call was still running at the deadline; it is abandoned with the process."""
+
+
+def call_before(deadline: float, call: Callable[[], T]) -> T:
+    """`call()`'s value or exception, or TooLate if it has not returned by `deadline`."""
+    outcome: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # handed to the caller, whatever it is
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name="baton-kaggle-call", daemon=True)
+    thread.start()
+    thread.join(max(0.0, deadline - time.time()))
+    if not outcome:
+        raise TooLate(f"still running {time.time() - deadline:+.1f} s from the deadline")
+    returned, value = outcome[0]
+    if returned:
+        return value  # type: ignore[return-value]
+    assert isinstance(value, BaseException)
+    raise value
