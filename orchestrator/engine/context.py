@@ -15,3 +15,5 @@ class Context:
     db: Database
     clock: Callable[[], datetime]
     store: CheckpointStore
+    # The operator lets Kaggle jobs continue locally when their quota runs out.
+    allow_local_fallback: bool = False

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
 
 from orchestrator.backends.base import Backend, Rejected, Transient
 from orchestrator.backends.registry import BackendResolver
@@ -31,6 +32,7 @@ from orchestrator.engine.context import Context
 from orchestrator.engine.decisions import apply_decision, job_view
 from orchestrator.engine.idle import park_waiting
 from orchestrator.engine.launch import admit_and_launch, launch
+from orchestrator.engine.move import switch_backend
 from orchestrator.engine.revisit import Next
 from orchestrator.engine.segments import active_segment
 from orchestrator.engine.text import clip
@@ -46,11 +48,11 @@ from orchestrator.lifecycle import (
     decide_quota,
     decide_user_action,
 )
-from orchestrator.models import Job, Segment, utcnow
+from orchestrator.models import Checkpoint, Job, Segment, utcnow
 from orchestrator.spec import JobSpec, spec_warnings
 from orchestrator.transitions import StaleState, record_event, set_job_state
+from worker.boundary.contract import CheckpointRef
 from worker.boundary.errors import Pending
-from worker.boundary.transport import read_remote
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +76,15 @@ class Engine:
     # Committed checkpoints kept on disk per job; older ones keep their row, not their files.
     keep_checkpoints: int = 2
     lease_seconds: float = DEFAULT_LEASE_SECONDS
+    # BATON_ALLOW_LOCAL_FALLBACK: `kaggle.on_quota_exhausted: local` may move jobs here.
+    allow_local_fallback: bool = False
     claims: Claims = field(init=False)
     store: CheckpointStore = field(init=False)
 
     def __post_init__(self) -> None:
         self.claims = Claims(self.db, self.clock, lease_seconds=self.lease_seconds)
         self.store = CheckpointStore(self.db, self.checkpoints_dir, self.keep_checkpoints)
-        self._ctx = Context(self.db, self.clock, self.store)
+        self._ctx = Context(self.db, self.clock, self.store, self.allow_local_fallback)
 
     # --- user-facing actions -------------------------------------------------------------
 
@@ -131,48 +135,62 @@ class Engine:
 
     def move(self, user_id: str, job_id: str, backend: str, kaggle: dict[str, Any] | None) -> Job:
         """Move a paused job to another backend (`baton move`): its next segment runs there,
-        from the newest verified checkpoint, which has the same format everywhere. Raises
-        ActionConflict unless the job is paused with no live segment, or when its checkpoint
-        lies only on Kaggle and the job moves away from it; ValidationError for a spec the
-        other backend refuses (the API answers 422)."""
-        with self.db.transaction() as session:
-            owned = session.get(Job, job_id)
-            if owned is None or owned.user_id != user_id:
-                raise JobNotFound(job_id)
-        latest = self.store.resume_point(job_id)
+        from the newest verified checkpoint, which has the same format everywhere; one whose
+        files lie on the old backend's side only (a Kaggle stub) is fetched here first, every
+        file verified. Raises ActionConflict unless the job is paused with no live segment;
+        ValidationError for a spec the other backend refuses (the API answers 422);
+        BackendError when the checkpoint cannot be fetched now."""
+        self._paused_and_idle(user_id, job_id)
         with self.db.transaction() as session:
             job = session.get(Job, job_id)
             assert job is not None
-            if job.state != JobState.PAUSED.value or active_segment(session, job_id) is not None:
-                raise ActionConflict(
-                    f"job is {job.state}; pause it and let its session end before moving it"
-                )
-            spec = {key: value for key, value in job.spec.items() if key != "kaggle"}
-            spec["backend"] = backend
-            if backend == "kaggle":
-                spec["kaggle"] = kaggle if kaggle is not None else job.spec.get("kaggle")
-            validated = JobSpec.model_validate(spec).model_dump(mode="json")
-            if backend != "kaggle" and latest is not None:
-                kept = self.store.path(job_id, latest.segment_index)
-                if read_remote(kept) is not None:
-                    raise ActionConflict(
-                        f"the checkpoint at step {latest.step} was published inside Kaggle and "
-                        "is not on this machine: move jobs that use kaggle.transport "
-                        "'orchestrator' (or run without internet) off Kaggle"
-                    )
-            moved_from = job.backend
-            job.backend, job.spec, job.slot_key = backend, validated, None
-            step = latest.step if latest is not None else 0
-            record_event(
-                session,
-                job_id,
-                "moved",
-                message=f"moved from {moved_from} to {backend}; continues from step {step}",
+        if backend != job.backend:
+            latest = self.store.held_resume_point(
+                job_id, self.backends.for_job(job).fetch_checkpoint
             )
+        else:
+            latest = self.store.resume_point(job_id)
+        with self.db.transaction() as session:
+            job = self._paused_and_idle(user_id, job_id, session)
+            switch_backend(session, job, backend, kaggle, latest)
         with self.db.transaction() as session:
             fresh = session.get(Job, job_id)
             assert fresh is not None
             return fresh
+
+    def _paused_and_idle(self, user_id: str, job_id: str, session: Session | None = None) -> Job:
+        """The user's job, paused with no live segment (ActionConflict otherwise)."""
+        if session is None:
+            with self.db.transaction() as own:
+                return self._paused_and_idle(user_id, job_id, own)
+        job = session.get(Job, job_id)
+        if job is None or job.user_id != user_id:
+            raise JobNotFound(job_id)
+        if job.state != JobState.PAUSED.value or active_segment(session, job_id) is not None:
+            raise ActionConflict(
+                f"job is {job.state}; pause it and let its session end before moving it"
+            )
+        return job
+
+    def hold_checkpoint(self, user_id: str, job_id: str, step: int) -> None:
+        """Make sure the files of the job's checkpoint at `step` are here to download, fetching
+        them from where its session published them (a stub) under the job's claim. Raises
+        BackendError when they cannot be fetched now (Transient while another worker drives the
+        job), CorruptCheckpoint when the copy there is unusable (it is rejected)."""
+        with self.db.transaction() as session:
+            job = session.get(Job, job_id)
+            row = session.scalars(
+                select(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.step == step)
+            ).first()
+        if job is None or job.user_id != user_id:
+            raise JobNotFound(job_id)
+        if row is None or row.rejected is not None:
+            return
+        with self.claims.hold(job_id) as claim:
+            if claim is None:
+                raise Transient("the job is being reconciled right now; try again", 5.0)
+            ref = CheckpointRef(job_id, row.segment_index, row.step)
+            self.store.hold(ref, self.backends.for_job(job).fetch_checkpoint)
 
     # --- choosing what to look at ------------------------------------------------------------
 
