@@ -27,7 +27,7 @@ from orchestrator.transitions import record_event
 from worker.boundary.contract import CheckpointRef
 from worker.boundary.manifest import CorruptCheckpoint, Manifest
 from worker.boundary.text import TEXT_LIMIT
-from worker.boundary.transport import verify_stored
+from worker.boundary.transport import read_remote, verify_stored
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +78,11 @@ class CheckpointStore:
         """Make sure the store holds the files of `ref`, fetching a stub's through `fetch`; the
         bytes fetched (0 when held already). A copy that cannot be fetched intact is rejected
         and never used: CorruptCheckpoint. Backend errors (Transient, Rejected) pass through."""
+        path = self.path(ref.job_id, ref.segment_index)
         try:
-            fetched = fetch(self.path(ref.job_id, ref.segment_index), ref)
+            if read_remote(path) is None:
+                return 0
+            fetched = fetch(path, ref)
         except CorruptCheckpoint as exc:
             self.reject(ref.job_id, ref.segment_index, f"its files could not be fetched: {exc}")
             raise

@@ -26,13 +26,13 @@ from orchestrator.backends.registry import BackendResolver
 from orchestrator.db import Database
 from orchestrator.engine.backoff import backoff_seconds
 from orchestrator.engine.cancel import abandon, cancel
-from orchestrator.engine.checkpoints import CheckpointStore
+from orchestrator.engine.checkpoints import CheckpointStore, FetchCheckpoint
 from orchestrator.engine.claim import DEFAULT_LEASE_SECONDS, Claim, Claims
 from orchestrator.engine.context import Context
 from orchestrator.engine.decisions import apply_decision, job_view
 from orchestrator.engine.idle import park_waiting
 from orchestrator.engine.launch import admit_and_launch, launch
-from orchestrator.engine.move import switch_backend
+from orchestrator.engine.move import moved_spec, switch_backend
 from orchestrator.engine.revisit import Next
 from orchestrator.engine.segments import active_segment
 from orchestrator.engine.text import clip
@@ -140,29 +140,23 @@ class Engine:
         file verified. Raises ActionConflict unless the job is paused with no live segment;
         ValidationError for a spec the other backend refuses (the API answers 422);
         BackendError when the checkpoint cannot be fetched now."""
-        self._paused_and_idle(user_id, job_id)
         with self.db.transaction() as session:
-            job = session.get(Job, job_id)
-            assert job is not None
+            job = self._paused_and_idle(user_id, job_id, session)
+            spec = moved_spec(job.spec, backend, kaggle)
         if backend != job.backend:
-            latest = self.store.held_resume_point(
-                job_id, self.backends.for_job(job).fetch_checkpoint
-            )
+            latest = self.store.held_resume_point(job_id, self._fetcher(job))
         else:
             latest = self.store.resume_point(job_id)
         with self.db.transaction() as session:
             job = self._paused_and_idle(user_id, job_id, session)
-            switch_backend(session, job, backend, kaggle, latest)
+            switch_backend(session, job, spec, latest)
         with self.db.transaction() as session:
             fresh = session.get(Job, job_id)
             assert fresh is not None
             return fresh
 
-    def _paused_and_idle(self, user_id: str, job_id: str, session: Session | None = None) -> Job:
+    def _paused_and_idle(self, user_id: str, job_id: str, session: Session) -> Job:
         """The user's job, paused with no live segment (ActionConflict otherwise)."""
-        if session is None:
-            with self.db.transaction() as own:
-                return self._paused_and_idle(user_id, job_id, own)
         job = session.get(Job, job_id)
         if job is None or job.user_id != user_id:
             raise JobNotFound(job_id)
@@ -190,7 +184,12 @@ class Engine:
             if claim is None:
                 raise Transient("the job is being reconciled right now; try again", 5.0)
             ref = CheckpointRef(job_id, row.segment_index, row.step)
-            self.store.hold(ref, self.backends.for_job(job).fetch_checkpoint)
+            self.store.hold(ref, self._fetcher(job))
+
+    def _fetcher(self, job: Job) -> FetchCheckpoint:
+        """The job's backend's `fetch_checkpoint`, the backend built only when a stub needs it
+        (a job whose checkpoints are all here moves even where Kaggle is out of reach)."""
+        return lambda stored, ref: self.backends.for_job(job).fetch_checkpoint(stored, ref)
 
     # --- choosing what to look at ------------------------------------------------------------
 

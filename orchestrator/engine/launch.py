@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict
 
+from pydantic import ValidationError
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
@@ -26,7 +27,7 @@ from orchestrator.engine.checkpoints import NoUsableCheckpoint
 from orchestrator.engine.claim import Claim
 from orchestrator.engine.context import Context
 from orchestrator.engine.decisions import apply_decision, job_view
-from orchestrator.engine.move import switch_backend
+from orchestrator.engine.move import moved_spec, switch_backend
 from orchestrator.engine.revisit import Next
 from orchestrator.engine.rollbacks import count_rollbacks
 from orchestrator.engine.text import clip
@@ -150,7 +151,14 @@ def _continues_locally(ctx: Context, job: Job) -> bool:
     """The job asks to continue on the local backend when its Kaggle quota is spent, and the
     operator allows it (BATON_ALLOW_LOCAL_FALLBACK)."""
     kaggle = stored_spec(job.spec).kaggle
-    return ctx.allow_local_fallback and kaggle is not None and kaggle.on_quota_exhausted == "local"
+    if not ctx.allow_local_fallback or kaggle is None or kaggle.on_quota_exhausted != "local":
+        return False
+    try:
+        moved_spec(job.spec, "local", None)
+    except ValidationError as exc:
+        log.warning("job %s waits for the quota: the local backend refuses it (%s)", job.id, exc)
+        return False
+    return True
 
 
 def _move_to_local(ctx: Context, job: Job, backend: Backend, quota: Quota) -> Next:
@@ -170,7 +178,7 @@ def _move_to_local(ctx: Context, job: Job, backend: Backend, quota: Quota) -> Ne
         fresh = session.get(Job, job.id)
         if fresh is None or fresh.state != JobState.QUEUED.value or fresh.backend != job.backend:
             raise StaleState(f"job {job.id} changed while its checkpoint was fetched")
-        switch_backend(session, fresh, "local", None, resume, why)
+        switch_backend(session, fresh, moved_spec(fresh.spec, "local", None), resume, why)
     return Next(None, again=True)
 
 

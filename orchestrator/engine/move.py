@@ -17,28 +17,31 @@ from orchestrator.transitions import record_event
 from worker.boundary.contract import CheckpointRef
 
 
+def moved_spec(spec: dict[str, Any], backend: str, kaggle: dict[str, Any] | None) -> dict[str, Any]:
+    """`spec` for `backend`: Kaggle options dropped when it leaves Kaggle, taken from `kaggle`
+    (else the job's own) when it goes there. Raises pydantic's ValidationError for a spec the
+    other backend refuses."""
+    moved = {key: value for key, value in spec.items() if key != "kaggle"}
+    moved["backend"] = backend
+    if backend == "kaggle":
+        moved["kaggle"] = kaggle if kaggle is not None else spec.get("kaggle")
+    return JobSpec.model_validate(moved).model_dump(mode="json")
+
+
 def switch_backend(
     session: Session,
     job: Job,
-    backend: str,
-    kaggle: dict[str, Any] | None,
+    spec: dict[str, Any],
     resume: CheckpointRef | None,
     why: str = "",
 ) -> None:
-    """Point `job` (loaded in `session`) at `backend`: Kaggle options are dropped when it
-    leaves Kaggle and taken from `kaggle` (else the job's own) when it goes there. Raises
-    pydantic's ValidationError for a spec the other backend refuses."""
-    spec = {key: value for key, value in job.spec.items() if key != "kaggle"}
-    spec["backend"] = backend
-    if backend == "kaggle":
-        spec["kaggle"] = kaggle if kaggle is not None else job.spec.get("kaggle")
-    validated = JobSpec.model_validate(spec).model_dump(mode="json")
+    """Point `job` (loaded in `session`) at the backend `spec` (from `moved_spec`) names."""
     moved_from = job.backend
-    job.backend, job.spec, job.slot_key = backend, validated, None
+    job.backend, job.spec, job.slot_key = spec["backend"], spec, None
     step = resume.step if resume is not None else 0
     record_event(
         session,
         job.id,
         "moved",
-        message=f"moved from {moved_from} to {backend}{why}; continues from step {step}",
+        message=f"moved from {moved_from} to {job.backend}{why}; continues from step {step}",
     )
