@@ -26,7 +26,7 @@ from orchestrator.backends.registry import BackendResolver
 from orchestrator.db import Database
 from orchestrator.engine.backoff import backoff_seconds
 from orchestrator.engine.cancel import abandon, cancel
-from orchestrator.engine.checkpoints import CheckpointStore, FetchCheckpoint
+from orchestrator.engine.checkpoints import CheckpointStore, FetchCheckpoint, NoUsableCheckpoint
 from orchestrator.engine.claim import DEFAULT_LEASE_SECONDS, Claim, Claims
 from orchestrator.engine.context import Context
 from orchestrator.engine.decisions import apply_decision, job_view
@@ -144,7 +144,10 @@ class Engine:
             job = self._paused_and_idle(user_id, job_id, session)
             spec = moved_spec(job.spec, backend, kaggle)
         if backend != job.backend:
-            latest = self.store.held_resume_point(job_id, self._fetcher(job))
+            try:
+                latest = self.store.held_resume_point(job_id, self._fetcher(job))
+            except NoUsableCheckpoint as exc:
+                raise ActionConflict(f"nothing to continue from on {backend}: {exc}") from exc
         else:
             latest = self.store.resume_point(job_id)
         with self.db.transaction() as session:
