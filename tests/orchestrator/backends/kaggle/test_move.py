@@ -144,6 +144,30 @@ def test_a_job_moved_kaggle_local_kaggle_ends_on_the_uninterrupted_digest(
     assert final == _uninterrupted(spec, tmp_path / "reference")
 
 
+def test_a_checkpoint_left_on_kaggle_downloads_through_baton_and_the_job_goes_on(
+    tmp_path: Path,
+) -> None:
+    spec = _spec(IN_KERNEL)
+    with _submitted(tmp_path, spec, make_settings(tmp_path / "data")) as (api, emulator, job_id):
+        wait_for(api, job_id, lambda job: job["state"] == "running", timeout=60)
+        assert api.post(f"/api/v1/jobs/{job_id}/pause").status_code == 200
+        wait_for(api, job_id, _paused, timeout=180)
+        # Only a stub is here: the first file asked for fetches the checkpoint, verified.
+        assert _downloads_intact(api, job_id, 5)
+        assert len(_messages(api, job_id, "checkpoint_fetched")) == 1
+        assert api.post(f"/api/v1/jobs/{job_id}/resume").status_code == 200
+        job = wait_finished(api, job_id, timeout=300)
+        assert job["state"] == "succeeded", job
+        committed = _committed(api, job_id)
+        first = emulator.dataset(f"alice/baton-ckpt-{job_id}-s0")
+
+    # The next session mounted the version its predecessor published: nothing sent again.
+    assert first is None or len(first.versions) == 1
+    assert committed[-1]["end_step"] == 15
+    final = committed[-1]["checkpoint"]["model_digest"]
+    assert final == _uninterrupted(spec, tmp_path / "reference")
+
+
 def test_a_job_whose_kaggle_quota_runs_out_continues_locally_where_allowed(
     tmp_path: Path,
 ) -> None:
