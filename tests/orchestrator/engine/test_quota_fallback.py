@@ -71,9 +71,11 @@ def test_a_spent_quota_moves_the_job_to_local_where_spec_and_operator_allow_it(
 ) -> None:
     job, kinds, kaggle, local = _visit(database, tmp_path, "local", allowed=True)
     assert job.backend == "local"
-    assert job.spec["backend"] == "local" and "kaggle" not in job.spec
+    assert job.spec["backend"] == "local"
+    assert "kaggle" not in job.spec
     assert job.state == JobState.RUNNING.value
-    assert "moved" in kinds and "quota_exhausted" not in kinds
+    assert "moved" in kinds
+    assert "quota_exhausted" not in kinds
     assert kaggle.launches() == []
     assert len(local.launches()) == 1  # launched there in the same visit
 
@@ -88,5 +90,6 @@ def test_otherwise_the_job_waits_for_the_refresh(
     assert job.backend == "kaggle"
     assert job.state == JobState.WAITING.value
     assert job.wait_until is not None
-    assert "moved" not in kinds and "quota_exhausted" in kinds
+    assert "moved" not in kinds
+    assert "quota_exhausted" in kinds
     assert kaggle.launches() == local.launches() == []
