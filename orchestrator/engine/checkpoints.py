@@ -102,13 +102,18 @@ class CheckpointStore:
         """The newest checkpoint that verifies, with its files here (a stub's fetched): what a
         job resumes from on a backend other than the one its files lie on. None when it has
         none; NoUsableCheckpoint when none is left that verifies or can be fetched."""
+        rejected = 0
         while True:
             ref = self.resume_point(job_id)
+            if ref is None and rejected:
+                # Never from scratch in place of checkpoints that could not be fetched.
+                raise NoUsableCheckpoint(f"{rejected} checkpoint(s) could not be fetched intact")
             if ref is None:
                 return None
             try:
                 self.hold(ref, fetch)
             except CorruptCheckpoint:
+                rejected += 1
                 continue  # rejected: the next older one
             return ref
 
