@@ -21,6 +21,7 @@ from pathlib import Path
 from sqlalchemy import Select, UnaryExpression, select, update
 from sqlalchemy.orm import Session
 
+from orchestrator.backends.base import Rejected
 from orchestrator.db import Database
 from orchestrator.models import Checkpoint
 from orchestrator.transitions import record_event
@@ -77,12 +78,18 @@ class CheckpointStore:
     def hold(self, ref: CheckpointRef, fetch: FetchCheckpoint) -> int:
         """Make sure the store holds the files of `ref`, fetching a stub's through `fetch`; the
         bytes fetched (0 when held already). A copy that cannot be fetched intact is rejected
-        and never used: CorruptCheckpoint. Backend errors (Transient, Rejected) pass through."""
+        and never used: CorruptCheckpoint. Backend errors (Transient, Rejected) pass through;
+        Rejected too where `fetch` cannot reach the files at all."""
         path = self.path(ref.job_id, ref.segment_index)
         try:
             if read_remote(path) is None:
                 return 0
             fetched = fetch(path, ref)
+            if read_remote(path) is not None:
+                # A backend other than the one the files lie on (a job moved off Kaggle).
+                raise Rejected(
+                    f"the files of step {ref.step} lie where the job's backend cannot fetch them"
+                )
         except CorruptCheckpoint as exc:
             self.reject(ref.job_id, ref.segment_index, f"its files could not be fetched: {exc}")
             raise
