@@ -117,9 +117,7 @@ class Engine:
         for attempt in range(_ACTION_ATTEMPTS):
             try:
                 with self.db.transaction() as session:
-                    job = session.get(Job, job_id)
-                    if job is None or job.user_id != user_id:
-                        raise JobNotFound(job_id)
+                    job = _owned_job(session, user_id, job_id)
                     decision = decide_user_action(job_view(job), action)
                     apply_decision(
                         session, job, decision, JobChanges(next_attempt_at=None), now=self.clock()
@@ -160,9 +158,7 @@ class Engine:
 
     def _paused_and_idle(self, user_id: str, job_id: str, session: Session) -> Job:
         """The user's job, paused with no live segment (ActionConflict otherwise)."""
-        job = session.get(Job, job_id)
-        if job is None or job.user_id != user_id:
-            raise JobNotFound(job_id)
+        job = _owned_job(session, user_id, job_id)
         if job.state != JobState.PAUSED.value or active_segment(session, job_id) is not None:
             raise ActionConflict(
                 f"job is {job.state}; pause it and let its session end before moving it"
@@ -175,12 +171,10 @@ class Engine:
         BackendError when they cannot be fetched now (Transient while another worker drives the
         job), CorruptCheckpoint when the copy there is unusable (it is rejected)."""
         with self.db.transaction() as session:
-            job = session.get(Job, job_id)
+            job = _owned_job(session, user_id, job_id)
             row = session.scalars(
                 select(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.step == step)
             ).first()
-        if job is None or job.user_id != user_id:
-            raise JobNotFound(job_id)
         if row is None or row.rejected is not None:
             return
         with self.claims.hold(job_id) as claim:
@@ -368,3 +362,11 @@ class Engine:
         if segment is not None:
             # The job has ended already and driving its segment is what fails: stop trying.
             abandon(self._ctx, segment, reason)
+
+
+def _owned_job(session: Session, user_id: str, job_id: str) -> Job:
+    """The job, if it is the user's; JobNotFound otherwise (another user's job is not shown)."""
+    job = session.get(Job, job_id)
+    if job is None or job.user_id != user_id:
+        raise JobNotFound(job_id)
+    return job
