@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     kill_grace_seconds: float = Field(default=5.0, ge=0)
     # Python that runs local sessions; it needs the `train` extra (torch).
     worker_python: str | None = None
+    # Whether a Kaggle job with `kaggle.on_quota_exhausted: local` may continue on this
+    # machine's local backend when its Kaggle quota runs out (it then uses a local slot).
+    allow_local_fallback: bool = False
     # Committed checkpoints of each job kept on disk (the newest ones); at least the latest.
     keep_checkpoints: int = Field(default=2, ge=1, le=1000)
     # The longest a single Kaggle API call may take (the client itself never times out).

@@ -40,6 +40,7 @@ from orchestrator.backends.registry import BackendResolver
 from orchestrator.db import Database
 from orchestrator.lifecycle import JobState
 from orchestrator.models import Job, Segment, utcnow
+from worker.boundary.contract import CheckpointRef
 from worker.boundary.heartbeat import Heartbeat
 
 P = ParamSpec("P")
@@ -219,6 +220,9 @@ class CountingBackend:
 
     def queue_reason(self, handle: str) -> str | None:
         return self._counted(self.inner.queue_reason, handle)
+
+    def fetch_checkpoint(self, stored: Path, expect: CheckpointRef) -> int:
+        return self._counted(self.inner.fetch_checkpoint, stored, expect)
 
 
 class CountingBackends:

@@ -160,6 +160,7 @@ def build_services(
         keep_checkpoints=settings.keep_checkpoints,
         lease_seconds=settings.claim_lease_seconds,
         trackers_dir=settings.trackers_dir,
+        allow_local_fallback=settings.allow_local_fallback,
     )
     loop = ReconcileLoop(engine, settings.reconcile_interval_seconds) if embedded_loop else None
     enqueue = None

@@ -174,6 +174,10 @@ class KaggleSpec(BaseModel):
     # What one checkpoint is expected to hold, in bytes, where the memory planner cannot tell
     # (a trainer of the user's): checked against the session's writable space at submit.
     checkpoint_bytes: int | None = Field(default=None, ge=0, le=10**13, strict=True)
+    # When the quota runs out: "wait" for Kaggle's weekly refresh, or "local": continue on the
+    # orchestrator's local backend from the last verified checkpoint (where the operator allows
+    # it, BATON_ALLOW_LOCAL_FALLBACK).
+    on_quota_exhausted: Literal["wait", "local"] = "wait"
 
     @field_validator("dataset_sources", "kernel_sources")
     @classmethod

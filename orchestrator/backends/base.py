@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from worker.boundary.contract import SegmentResult, SegmentSpec
+from worker.boundary.contract import CheckpointRef, SegmentResult, SegmentSpec
 from worker.boundary.errors import AccountRefused, BackendError, Gone, Rejected, Transient
 from worker.boundary.heartbeat import Heartbeat
 from worker.boundary.manifest import Manifest
@@ -142,4 +142,11 @@ class Backend(Protocol):
     def progress(self, handle: str) -> Heartbeat | None:
         """The running session's latest heartbeat (worker.boundary.heartbeat), or None
         where nothing reaches into a running session (Kaggle)."""
+        ...
+
+    def fetch_checkpoint(self, stored: Path, expect: CheckpointRef) -> int:
+        """Turn a stored *stub* (a checkpoint whose files stayed on this backend's side,
+        worker/boundary/transport.py) into the checkpoint itself, every file verified against
+        the manifest; the bytes fetched, 0 when the store holds the files already.
+        CorruptCheckpoint when the copy there is unusable or gone."""
         ...

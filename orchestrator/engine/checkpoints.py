@@ -4,27 +4,37 @@ A checkpoint is resumed from only if it verifies against its manifest right befo
 One that does not is marked rejected (with the reason, and an event) and the next older one that
 verifies is used instead, so a corrupt newest checkpoint costs no session. Only the newest
 `keep` good checkpoints of a job keep their files; older ones keep their row and manifest.
+
+A checkpoint a session published where the next one mounts it is kept here as a *stub* (its
+manifest and where it lies, worker/boundary/transport.py); `hold` fetches its files through
+the backend when they are needed here (a download, a move to another backend).
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import Select, UnaryExpression, select, update
 from sqlalchemy.orm import Session
 
+from orchestrator.backends.base import Rejected
 from orchestrator.db import Database
 from orchestrator.models import Checkpoint
 from orchestrator.transitions import record_event
 from worker.boundary.contract import CheckpointRef
 from worker.boundary.manifest import CorruptCheckpoint, Manifest
 from worker.boundary.text import TEXT_LIMIT
-from worker.boundary.transport import verify_stored
+from worker.boundary.transport import read_remote, verify_stored
 
 log = logging.getLogger(__name__)
+
+
+# A backend's `fetch_checkpoint`: a stub at this path into its files here; the bytes fetched.
+FetchCheckpoint = Callable[[Path, CheckpointRef], int]
 
 
 class NoUsableCheckpoint(Exception):
@@ -64,6 +74,55 @@ class CheckpointStore:
         except CorruptCheckpoint as exc:
             return str(exc)
         return None
+
+    def hold(self, ref: CheckpointRef, fetch: FetchCheckpoint) -> int:
+        """Make sure the store holds the files of `ref`, fetching a stub's through `fetch`; the
+        bytes fetched (0 when held already). A copy that cannot be fetched intact is rejected
+        and never used: CorruptCheckpoint. Backend errors (Transient, Rejected) pass through;
+        Rejected too where `fetch` cannot reach the files at all."""
+        path = self.path(ref.job_id, ref.segment_index)
+        try:
+            if read_remote(path) is None:
+                return 0
+            fetched = fetch(path, ref)
+            if read_remote(path) is not None:
+                # A backend other than the one the files lie on (a job moved off Kaggle).
+                raise Rejected(
+                    f"the files of step {ref.step} lie where the job's backend cannot fetch them"
+                )
+        except CorruptCheckpoint as exc:
+            self.reject(ref.job_id, ref.segment_index, f"its files could not be fetched: {exc}")
+            raise
+        if fetched:
+            with self.db.transaction() as session:
+                record_event(
+                    session,
+                    ref.job_id,
+                    "checkpoint_fetched",
+                    segment_index=ref.segment_index,
+                    message=f"fetched the checkpoint at step {ref.step} to this machine, every "
+                    f"file verified ({fetched / 1e6:.1f} MB through the orchestrator's link)",
+                )
+        return fetched
+
+    def held_resume_point(self, job_id: str, fetch: FetchCheckpoint) -> CheckpointRef | None:
+        """The newest checkpoint that verifies, with its files here (a stub's fetched): what a
+        job resumes from on a backend other than the one its files lie on. None when it has
+        none; NoUsableCheckpoint when none is left that verifies or can be fetched."""
+        rejected = 0
+        while True:
+            ref = self.resume_point(job_id)
+            if ref is None and rejected:
+                # Never from scratch in place of checkpoints that could not be fetched.
+                raise NoUsableCheckpoint(f"{rejected} checkpoint(s) could not be fetched intact")
+            if ref is None:
+                return None
+            try:
+                self.hold(ref, fetch)
+            except CorruptCheckpoint:
+                rejected += 1
+                continue  # rejected: the next older one
+            return ref
 
     def reject(self, job_id: str, segment_index: int, problem: str) -> None:
         with self.db.transaction() as session:

@@ -17,3 +17,5 @@ class Context:
     clock: Callable[[], datetime]
     store: CheckpointStore
     trackers: TrackerSync
+    # The operator lets Kaggle jobs continue locally when their quota runs out.
+    allow_local_fallback: bool = False

@@ -19,18 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
 
 from orchestrator.backends.base import Backend, Rejected, Transient
 from orchestrator.backends.registry import BackendResolver
 from orchestrator.db import Database
 from orchestrator.engine.backoff import backoff_seconds
 from orchestrator.engine.cancel import abandon, cancel
-from orchestrator.engine.checkpoints import CheckpointStore
+from orchestrator.engine.checkpoints import CheckpointStore, FetchCheckpoint, NoUsableCheckpoint
 from orchestrator.engine.claim import DEFAULT_LEASE_SECONDS, Claim, Claims
 from orchestrator.engine.context import Context
 from orchestrator.engine.decisions import apply_decision, job_view
 from orchestrator.engine.idle import park_waiting
 from orchestrator.engine.launch import admit_and_launch, launch
+from orchestrator.engine.move import moved_spec, switch_backend
 from orchestrator.engine.revisit import Next
 from orchestrator.engine.segments import active_segment
 from orchestrator.engine.text import clip
@@ -46,12 +48,12 @@ from orchestrator.lifecycle import (
     decide_quota,
     decide_user_action,
 )
-from orchestrator.models import Job, Segment, utcnow
+from orchestrator.models import Checkpoint, Job, Segment, utcnow
 from orchestrator.spec import JobSpec, spec_warnings
 from orchestrator.trackers.sync import TrackerSync
 from orchestrator.transitions import StaleState, record_event, set_job_state
+from worker.boundary.contract import CheckpointRef
 from worker.boundary.errors import Pending
-from worker.boundary.transport import read_remote
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,8 @@ class Engine:
     # Where the trackers' runs live (TensorBoard, W&B offline, MLflow's local store); default:
     # beside the checkpoints.
     trackers_dir: Path | None = None
+    # BATON_ALLOW_LOCAL_FALLBACK: `kaggle.on_quota_exhausted: local` may move jobs here.
+    allow_local_fallback: bool = False
     claims: Claims = field(init=False)
     store: CheckpointStore = field(init=False)
 
@@ -86,7 +90,11 @@ class Engine:
         self.store = CheckpointStore(self.db, self.checkpoints_dir, self.keep_checkpoints)
         trackers_dir = self.trackers_dir or self.checkpoints_dir.parent / "trackers"
         self._ctx = Context(
-            self.db, self.clock, self.store, TrackerSync(self.db, trackers_dir, self.clock)
+            self.db,
+            self.clock,
+            self.store,
+            TrackerSync(self.db, trackers_dir, self.clock),
+            self.allow_local_fallback,
         )
 
     # --- user-facing actions -------------------------------------------------------------
@@ -120,9 +128,7 @@ class Engine:
         for attempt in range(_ACTION_ATTEMPTS):
             try:
                 with self.db.transaction() as session:
-                    job = session.get(Job, job_id)
-                    if job is None or job.user_id != user_id:
-                        raise JobNotFound(job_id)
+                    job = _owned_job(session, user_id, job_id)
                     decision = decide_user_action(job_view(job), action)
                     apply_decision(
                         session, job, decision, JobChanges(next_attempt_at=None), now=self.clock()
@@ -138,48 +144,60 @@ class Engine:
 
     def move(self, user_id: str, job_id: str, backend: str, kaggle: dict[str, Any] | None) -> Job:
         """Move a paused job to another backend (`baton move`): its next segment runs there,
-        from the newest verified checkpoint, which has the same format everywhere. Raises
-        ActionConflict unless the job is paused with no live segment, or when its checkpoint
-        lies only on Kaggle and the job moves away from it; ValidationError for a spec the
-        other backend refuses (the API answers 422)."""
+        from the newest verified checkpoint, which has the same format everywhere; one whose
+        files lie on the old backend's side only (a Kaggle stub) is fetched here first, every
+        file verified. Raises ActionConflict unless the job is paused with no live segment;
+        ValidationError for a spec the other backend refuses (the API answers 422);
+        BackendError when the checkpoint cannot be fetched now."""
         with self.db.transaction() as session:
-            owned = session.get(Job, job_id)
-            if owned is None or owned.user_id != user_id:
-                raise JobNotFound(job_id)
-        latest = self.store.resume_point(job_id)
+            job = self._paused_and_idle(user_id, job_id, session)
+            spec = moved_spec(job.spec, backend, kaggle)
+        if backend != job.backend:
+            try:
+                latest = self.store.held_resume_point(job_id, self._fetcher(job))
+            except NoUsableCheckpoint as exc:
+                raise ActionConflict(f"nothing to continue from on {backend}: {exc}") from exc
+        else:
+            latest = self.store.resume_point(job_id)
         with self.db.transaction() as session:
-            job = session.get(Job, job_id)
-            assert job is not None
-            if job.state != JobState.PAUSED.value or active_segment(session, job_id) is not None:
-                raise ActionConflict(
-                    f"job is {job.state}; pause it and let its session end before moving it"
-                )
-            spec = {key: value for key, value in job.spec.items() if key != "kaggle"}
-            spec["backend"] = backend
-            if backend == "kaggle":
-                spec["kaggle"] = kaggle if kaggle is not None else job.spec.get("kaggle")
-            validated = JobSpec.model_validate(spec).model_dump(mode="json")
-            if backend != "kaggle" and latest is not None:
-                kept = self.store.path(job_id, latest.segment_index)
-                if read_remote(kept) is not None:
-                    raise ActionConflict(
-                        f"the checkpoint at step {latest.step} was published inside Kaggle and "
-                        "is not on this machine: move jobs that use kaggle.transport "
-                        "'orchestrator' (or run without internet) off Kaggle"
-                    )
-            moved_from = job.backend
-            job.backend, job.spec, job.slot_key = backend, validated, None
-            step = latest.step if latest is not None else 0
-            record_event(
-                session,
-                job_id,
-                "moved",
-                message=f"moved from {moved_from} to {backend}; continues from step {step}",
-            )
+            job = self._paused_and_idle(user_id, job_id, session)
+            switch_backend(session, job, spec, latest)
         with self.db.transaction() as session:
             fresh = session.get(Job, job_id)
             assert fresh is not None
             return fresh
+
+    def _paused_and_idle(self, user_id: str, job_id: str, session: Session) -> Job:
+        """The user's job, paused with no live segment (ActionConflict otherwise)."""
+        job = _owned_job(session, user_id, job_id)
+        if job.state != JobState.PAUSED.value or active_segment(session, job_id) is not None:
+            raise ActionConflict(
+                f"job is {job.state}; pause it and let its session end before moving it"
+            )
+        return job
+
+    def hold_checkpoint(self, user_id: str, job_id: str, step: int) -> None:
+        """Make sure the files of the job's checkpoint at `step` are here to download, fetching
+        them from where its session published them (a stub) under the job's claim. Raises
+        BackendError when they cannot be fetched now (Transient while another worker drives the
+        job), CorruptCheckpoint when the copy there is unusable (it is rejected)."""
+        with self.db.transaction() as session:
+            job = _owned_job(session, user_id, job_id)
+            row = session.scalars(
+                select(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.step == step)
+            ).first()
+        if row is None or row.rejected is not None:
+            return
+        with self.claims.hold(job_id) as claim:
+            if claim is None:
+                raise Transient("the job is being reconciled right now; try again", 5.0)
+            ref = CheckpointRef(job_id, row.segment_index, row.step)
+            self.store.hold(ref, self._fetcher(job))
+
+    def _fetcher(self, job: Job) -> FetchCheckpoint:
+        """The job's backend's `fetch_checkpoint`, the backend built only when a stub needs it
+        (a job whose checkpoints are all here moves even where Kaggle is out of reach)."""
+        return lambda stored, ref: self.backends.for_job(job).fetch_checkpoint(stored, ref)
 
     # --- choosing what to look at ------------------------------------------------------------
 
@@ -355,3 +373,11 @@ class Engine:
         if segment is not None:
             # The job has ended already and driving its segment is what fails: stop trying.
             abandon(self._ctx, segment, reason)
+
+
+def _owned_job(session: Session, user_id: str, job_id: str) -> Job:
+    """The job, if it is the user's; JobNotFound otherwise (another user's job is not shown)."""
+    job = session.get(Job, job_id)
+    if job is None or job.user_id != user_id:
+        raise JobNotFound(job_id)
+    return job

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict
 
+from pydantic import ValidationError
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
@@ -26,6 +27,7 @@ from orchestrator.engine.checkpoints import NoUsableCheckpoint
 from orchestrator.engine.claim import Claim
 from orchestrator.engine.context import Context
 from orchestrator.engine.decisions import apply_decision, job_view
+from orchestrator.engine.move import moved_spec, switch_backend
 from orchestrator.engine.revisit import Next
 from orchestrator.engine.rollbacks import count_rollbacks
 from orchestrator.engine.text import clip
@@ -60,19 +62,7 @@ def admit_and_launch(ctx: Context, job: Job, backend: Backend, claim: Claim) -> 
     try:
         resume = ctx.store.resume_point(job.id)
     except NoUsableCheckpoint as exc:
-        with ctx.db.transaction() as session:
-            reason = f"cannot resume: {exc}"
-            set_job_state(
-                session,
-                job.id,
-                JobState.QUEUED,
-                JobState.FAILED,
-                event="failed",
-                message=reason,
-                changes=JobChanges(reason=reason),
-                now=ctx.clock(),
-            )
-        return Next(None)
+        return _cannot_resume(ctx, job, exc)
     slot = backend.slot
     with ctx.db.transaction() as session:
         # The first statement writes, so SQLite's one writer lock is ours from here on.
@@ -90,13 +80,19 @@ def admit_and_launch(ctx: Context, job: Job, backend: Backend, claim: Claim) -> 
         if too_short is not None:
             apply_decision(session, job, decide_unlaunchable(too_short), now=ctx.clock())
             return Next(None)
+        segment = None
         if quota is not None and quota.seconds_left < minimum_session_seconds(history):
-            return _wait_for_quota(ctx, session, job, quota)
-        admission = admit(session, job.id, slot)
-        if not admission.admitted:
-            _note_queued(session, job, admission.reason)
-            return Next(backend.poll_seconds)
-        segment = _record_intent(ctx, session, job, quota, history, resume, slot.key)
+            if not _continues_locally(ctx, job):
+                return _wait_for_quota(ctx, session, job, quota)
+        else:
+            admission = admit(session, job.id, slot)
+            if not admission.admitted:
+                _note_queued(session, job, admission.reason)
+                return Next(backend.poll_seconds)
+            segment = _record_intent(ctx, session, job, quota, history, resume, slot.key)
+    if segment is None:
+        assert quota is not None
+        return _move_to_local(ctx, job, backend, quota)
     return launch(ctx, job, segment, backend, claim)
 
 
@@ -133,6 +129,57 @@ def _request(ctx: Context, segment: Segment) -> LaunchRequest:
     if spec.expect is not None:
         resume_from = ctx.store.path(spec.job_id, spec.expect.segment_index)
     return LaunchRequest(segment.launch_id, spec, resume_from)
+
+
+def _cannot_resume(ctx: Context, job: Job, exc: NoUsableCheckpoint) -> Next:
+    with ctx.db.transaction() as session:
+        reason = f"cannot resume: {exc}"
+        set_job_state(
+            session,
+            job.id,
+            JobState.QUEUED,
+            JobState.FAILED,
+            event="failed",
+            message=reason,
+            changes=JobChanges(reason=reason),
+            now=ctx.clock(),
+        )
+    return Next(None)
+
+
+def _continues_locally(ctx: Context, job: Job) -> bool:
+    """The job asks to continue on the local backend when its Kaggle quota is spent, and the
+    operator allows it (BATON_ALLOW_LOCAL_FALLBACK)."""
+    kaggle = stored_spec(job.spec).kaggle
+    if not ctx.allow_local_fallback or kaggle is None or kaggle.on_quota_exhausted != "local":
+        return False
+    try:
+        moved_spec(job.spec, "local", None)
+    except ValidationError as exc:
+        log.warning("job %s waits for the quota: the local backend refuses it (%s)", job.id, exc)
+        return False
+    return True
+
+
+def _move_to_local(ctx: Context, job: Job, backend: Backend, quota: Quota) -> Next:
+    """Instead of parking the job until Kaggle's refresh: move it to the local backend, its
+    newest verified checkpoint fetched here first where it stayed on Kaggle (a stub); the next
+    phase launches it locally."""
+    try:
+        resume = ctx.store.held_resume_point(job.id, backend.fetch_checkpoint)
+    except NoUsableCheckpoint as exc:
+        return _cannot_resume(ctx, job, exc)
+    until = f" until {quota.refresh_at:%Y-%m-%d %H:%M} UTC" if quota.refresh_at else ""
+    why = (
+        f": its Kaggle quota is spent{until} ({quota.seconds_left:.0f} s left) and "
+        "kaggle.on_quota_exhausted is local"
+    )
+    with ctx.db.transaction() as session:
+        fresh = session.get(Job, job.id)
+        if fresh is None or fresh.state != JobState.QUEUED.value or fresh.backend != job.backend:
+            raise StaleState(f"job {job.id} changed while its checkpoint was fetched")
+        switch_backend(session, fresh, moved_spec(fresh.spec, "local", None), resume, why)
+    return Next(None, again=True)
 
 
 def _wait_for_quota(ctx: Context, session: Session, job: Job, quota: Quota) -> Next:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kagglesdk import KaggleClient
 
+from tests.kaggle_emulator.accelerators import Accelerator
 from tests.kaggle_emulator.calls import Call
 from tests.kaggle_emulator.client import emulator_client
 from tests.kaggle_emulator.datasets import Dataset
@@ -152,6 +153,11 @@ class Emulator:
         """Change `private_storage_bytes` from now on (versions already stored stay)."""
         with self.state.lock:
             self.state.datasets.private_storage_bytes = limit
+
+    def set_gpu_allowance(self, seconds: float) -> None:
+        """Change `gpu_allowance_seconds` from now on (0: the week's GPU quota is spent)."""
+        with self.state.lock:
+            self.state.kernels.set_allowance(Accelerator.GPU, seconds)
 
     def peak_private_bytes(self, user: str = "alice") -> int:
         with self.state.lock:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from secrets import token_urlsafe
 
@@ -139,6 +139,11 @@ class KernelRegistry:
         self.push_counts: Counter[str] = Counter()
         self._next_kernel_id = 1
         self._next_session_id = 1
+
+    def set_allowance(self, accelerator: Accelerator, seconds: float) -> None:
+        """Change an accelerator's weekly allowance from now on."""
+        allowance = {**self._limits.allowance_seconds, accelerator: seconds}
+        self._limits = replace(self._limits, allowance_seconds=allowance)
 
     # ---- push -------------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from orchestrator.backends.base import (
     SessionStatus,
     Slot,
 )
-from worker.boundary.contract import SegmentResult, Timings
+from worker.boundary.contract import CheckpointRef, SegmentResult, Timings
 from worker.boundary.heartbeat import Heartbeat
 from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint, write_manifest
 
@@ -236,6 +236,9 @@ class FakeBackend:
 
     def queue_reason(self, handle: str) -> str | None:
         return None
+
+    def fetch_checkpoint(self, stored: Path, expect: CheckpointRef) -> int:
+        return 0
 
 
 def _who() -> str:

@@ -10,8 +10,11 @@ from fastapi import APIRouter, HTTPException, Request, status
 from orchestrator import queries
 from orchestrator.api.deps import CurrentUser, JobId, ServicesDep, Step
 from orchestrator.api.open_file_response import OpenFileResponse
-from orchestrator.db import Database
+from orchestrator.backends.base import BackendError, Transient
+from orchestrator.engine import Engine
+from worker.boundary.manifest import CorruptCheckpoint
 from worker.boundary.paths import MANIFEST_FILE
+from worker.boundary.transport import read_remote
 
 router = APIRouter(
     prefix="/api/v1/jobs",
@@ -22,8 +25,13 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/octet-stream": {}}},
     206: {"description": "Partial content (a Range request)"},
     404: {"description": "No such job (or not yours), checkpoint or file"},
-    410: {"description": "The checkpoint's files are no longer kept (only the newest are)"},
+    409: {"description": "The checkpoint's files lie on Kaggle and Kaggle refused them"},
+    410: {
+        "description": "The checkpoint's files are no longer kept (only the newest are), or "
+        "its copy on Kaggle failed verification (the checkpoint is then rejected)"
+    },
     416: {"description": "The range is outside the file"},
+    503: {"description": "The checkpoint's files lie on Kaggle and could not be fetched now"},
 }
 
 
@@ -44,16 +52,17 @@ def checkpoint_file(
     """A file of the checkpoint at `step`; its sha256 from the manifest is in `X-Checkpoint-Sha256`
     and the ETag. `manifest.json` itself is served too. Supports `Range` to resume a download."""
     return checkpoint_file_response(
-        services.db, user.id, job_id, step, name, request.headers.get("range")
+        services.engine, user.id, job_id, step, name, request.headers.get("range")
     )
 
 
 def checkpoint_file_response(
-    db: Database, user_id: str, job_id: str, step: int, name: str, range_header: str | None
+    engine: Engine, user_id: str, job_id: str, step: int, name: str, range_header: str | None
 ) -> OpenFileResponse:
     """The file, if the job is the user's and the checkpoint's manifest lists it (or is it),
-    opened once here: a prune after this point cannot cut the body short."""
-    with db.transaction() as session:
+    opened once here: a prune after this point cannot cut the body short. A checkpoint whose
+    files stayed on Kaggle (a stub) is fetched first, once, every file verified."""
+    with engine.db.transaction() as session:
         checkpoint = queries.find_checkpoint(session, user_id, job_id, step)
         if checkpoint is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no checkpoint at step {step}")
@@ -62,6 +71,8 @@ def checkpoint_file_response(
     # Only names the manifest lists: nothing else under the store is reachable from here.
     if name != MANIFEST_FILE and name not in files:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"the checkpoint has no file {name!r}")
+    if name != MANIFEST_FILE:
+        _hold(engine, user_id, job_id, step, location)
     path = location / name
     try:
         opened = open(path, "rb")  # noqa: SIM115 -- the response closes it once sent
@@ -74,3 +85,25 @@ def checkpoint_file_response(
         digest = str(files[name]["sha256"])
         headers = {"X-Checkpoint-Sha256": digest, "ETag": f'"{digest}"'}
     return OpenFileResponse(opened, path.name, range_header, headers)
+
+
+def _hold(engine: Engine, user_id: str, job_id: str, step: int, location: FilePath) -> None:
+    try:
+        if read_remote(location) is None:
+            return
+        engine.hold_checkpoint(user_id, job_id, step)
+    except CorruptCheckpoint as exc:
+        raise HTTPException(
+            status.HTTP_410_GONE, f"the checkpoint at step {step} is unusable: {exc}"
+        ) from None
+    except Transient as exc:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"the checkpoint at step {step} lies on Kaggle and could not be fetched now: {exc}",
+            headers={"Retry-After": str(int(exc.retry_after or 30))},
+        ) from None
+    except BackendError as exc:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"the checkpoint at step {step} lies on Kaggle and cannot be fetched: {exc}",
+        ) from None

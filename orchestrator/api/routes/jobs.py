@@ -14,9 +14,16 @@ from pydantic import BaseModel, ValidationError
 from orchestrator import queries, webhooks
 from orchestrator.api.deps import ID_PATTERN, MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
 from orchestrator.api.links import link
-from orchestrator.backends.base import Rejected, Transient
+from orchestrator.backends.base import BackendError, Rejected, Transient
 from orchestrator.backends.log_tail import read_from, read_tail
-from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, JobState, SegmentState, UserAction
+from orchestrator.config import Settings
+from orchestrator.lifecycle import (
+    ACTIVE_SEGMENT_STATES,
+    ActionConflict,
+    JobState,
+    SegmentState,
+    UserAction,
+)
 from orchestrator.models import KaggleCredential, User
 from orchestrator.service import Services
 from orchestrator.spec import JobSpec
@@ -93,6 +100,8 @@ def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOu
             [{"loc": ("body", "trainer"), "msg": str(exc), "type": "value_error"}]
         ) from exc
     _check_webhook_destinations(spec, services.settings.webhook_networks)
+    if spec.kaggle is not None:
+        _check_local_fallback(spec.kaggle.model_dump(), services.settings, ("body", "kaggle"))
     if spec.backend == "kaggle":
         with services.db.transaction() as session:
             configured = session.get(KaggleCredential, user.id) is not None
@@ -112,6 +121,23 @@ def submit_job(spec: JobSpec, user: CurrentUser, services: ServicesDep) -> JobOu
     with services.db.transaction() as session:
         return queries.get_job(
             session, user.id, job.id, kaggle_quota=services.quota_seen.plan(user.id)
+        )
+
+
+def _check_local_fallback(
+    kaggle: dict[str, Any] | None, settings: Settings, loc: tuple[str, ...]
+) -> None:
+    """`kaggle.on_quota_exhausted: local` runs the job on this machine: the operator decides."""
+    if (kaggle or {}).get("on_quota_exhausted") == "local" and not settings.allow_local_fallback:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": (*loc, "on_quota_exhausted"),
+                    "msg": "this server does not run Kaggle jobs locally when their quota runs "
+                    "out (the operator may allow it: BATON_ALLOW_LOCAL_FALLBACK=true)",
+                    "type": "value_error",
+                }
+            ]
         )
 
 
@@ -216,12 +242,19 @@ def resume_job(job_id: JobId, user: CurrentUser, services: ServicesDep) -> JobOu
 @router.post(
     "/{job_id}/move",
     response_model=JobOut,
-    responses=_NOT_FOUND | _CONFLICT | _UNREADABLE_BODY | {200: {"links": _JOB_LINKS}},
+    responses=_NOT_FOUND
+    | _CONFLICT
+    | _UNREADABLE_BODY
+    | {
+        200: {"links": _JOB_LINKS},
+        503: {"description": "Its checkpoint lies on Kaggle and could not be fetched now"},
+    },
 )
 def move_job(job_id: JobId, body: MoveIn, user: CurrentUser, services: ServicesDep) -> JobOut:
     """Move a paused job to another backend; resume it to continue there from its newest
-    checkpoint (409 unless paused with no session running, or when that checkpoint lies only
-    on Kaggle and the job leaves it; 422 for options the other backend refuses)."""
+    checkpoint. A checkpoint whose files stayed on Kaggle is fetched first, every file verified
+    (the answer waits for it). 409 unless paused with no session running; 422 for options the
+    other backend refuses."""
     with services.db.transaction() as session:
         queries.own_job(session, user.id, job_id)
         configured = session.get(KaggleCredential, user.id) is not None
@@ -235,12 +268,24 @@ def move_job(job_id: JobId, body: MoveIn, user: CurrentUser, services: ServicesD
                 }
             ]
         )
+    if body.backend == "kaggle":
+        _check_local_fallback(body.kaggle, services.settings, ("body", "kaggle"))
     try:
         services.engine.move(user.id, job_id, body.backend, body.kaggle)
     except ValidationError as exc:
         raise RequestValidationError(
             [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
         ) from exc
+    except Transient as exc:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"the job's checkpoint lies on Kaggle and could not be fetched now: {exc}",
+            headers={"Retry-After": str(int(exc.retry_after or 30))},
+        ) from None
+    except BackendError as exc:
+        raise ActionConflict(
+            f"the job's checkpoint lies on Kaggle and cannot be fetched: {exc}"
+        ) from None
     with services.db.transaction() as session:
         return queries.get_job(
             session, user.id, job_id, kaggle_quota=services.quota_seen.plan(user.id)

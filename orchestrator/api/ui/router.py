@@ -448,5 +448,5 @@ def download(
     job_id: JobId, step: Step, name: str, request: Request, services: ServicesDep, viewer: Viewer
 ) -> OpenFileResponse:
     return checkpoint_file_response(
-        services.db, viewer.user.id, job_id, step, name, request.headers.get("range")
+        services.engine, viewer.user.id, job_id, step, name, request.headers.get("range")
     )

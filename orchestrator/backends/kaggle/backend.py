@@ -44,7 +44,12 @@ from worker.boundary.errors import AccountRefused
 from worker.boundary.heartbeat import Heartbeat
 from worker.boundary.kernel_options import KernelControl, KernelOptions, Publish, SelfChain
 from worker.boundary.launch_id import LaunchId
-from worker.boundary.manifest import CorruptCheckpoint, read_manifest, verify_checkpoint
+from worker.boundary.manifest import (
+    CorruptCheckpoint,
+    read_manifest,
+    sha256_file,
+    verify_checkpoint,
+)
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
 from worker.boundary.transport import (
     KERNEL,
@@ -307,12 +312,15 @@ class KaggleBackend:
                 return
             kept = self.kept_checkpoints.save(kept[1:])
 
-    def _release_finished_job(self) -> None:
+    def _release_finished_job(self, final_dataset: str | None) -> None:
         """The job is done and its final checkpoint is in Baton's store: delete every dataset it
-        holds on Kaggle (its checkpoints, a self-chaining job's one dataset, the control
-        channel), so a finished job takes no private storage. Best effort: what cannot be
-        deleted now is named in the log, and stays until its owner deletes it on kaggle.com."""
+        holds on Kaggle (its checkpoints, the final one's among them, a self-chaining job's one
+        dataset, the control channel), so a finished job takes no private storage. Best effort:
+        what cannot be deleted now is named in the log, and stays until its owner deletes it on
+        kaggle.com."""
         slugs = [*self.kept_checkpoints.load(), self.dataset.slug, self.control.slug]
+        if final_dataset is not None and final_dataset not in slugs:
+            slugs.append(final_dataset)
         for slug in slugs:
             try:
                 self.dataset_deleter(slug)
@@ -471,15 +479,83 @@ class KaggleBackend:
             if not store.exists():
                 self._take_checkpoint(staging / CHECKPOINT_DIR, store, expect)
             manifest = verify_stored(store, expect)
+            if read_remote(store) is not None:
+                transport = KERNEL  # (a collect retried after the stub was kept)
+            if result.outcome == Outcome.COMPLETED:
+                # The final model is what a user downloads: fetched here once, every file
+                # verified, before the job's datasets on Kaggle are deleted.
+                final_dataset, held = self._hold_final(decoded, staging, store, expect)
+                fetched += held
+                self._release_finished_job(final_dataset)
         except CorruptCheckpoint as exc:
             return Collected(result, None, None, None, f"checkpoint rejected: {exc}")
-        if result.outcome == Outcome.COMPLETED:
-            self._release_finished_job()
         moved = fetched
         if transport == ORCHESTRATOR and result.outcome != Outcome.COMPLETED:
             # ...and the next launch uploads the same checkpoint again.
             moved += manifest.total_bytes
         return Collected(result, manifest, store, None, None, transport, moved)
+
+    def fetch_checkpoint(self, stored: Path, expect: CheckpointRef) -> int:
+        """Download the dataset version a stub names into the store, in place of the stub, once
+        every file verifies against the manifest the stub kept (a download that fails is fetched
+        again, DOWNLOAD_ATTEMPTS times in all); the bytes downloaded. CorruptCheckpoint when
+        Kaggle's copy never verifies or is gone (its dataset deleted)."""
+        remote = read_remote(stored)
+        if remote is None:
+            return 0
+        owner, _, slug = remote.dataset_ref.partition("/")
+        if owner != self.account.username:
+            raise CorruptCheckpoint(
+                f"{remote.dataset_ref} is not on {self.account.username}'s account"
+            )
+        dataset = CheckpointDataset(self.account, slug, self.workdir / "publish")
+        staging = self.workdir / "fetch" / stored.name
+        fetched, problem = 0, ""
+        for _ in range(DOWNLOAD_ATTEMPTS):
+            try:
+                dataset.download_segment(remote.version, expect.segment_index, staging)
+            except Gone as exc:
+                raise CorruptCheckpoint(f"{remote.dataset_ref} v{remote.version}: {exc}") from exc
+            fetched += _tree_bytes(staging)
+            try:
+                verify_checkpoint(staging / CHECKPOINT_DIR, expect)
+                # ...and it is the very checkpoint the published copy was checked as.
+                if sha256_file(staging / CHECKPOINT_DIR / MANIFEST_FILE) != remote.manifest_sha256:
+                    raise CorruptCheckpoint("its manifest is not the one the stub kept")
+            except CorruptCheckpoint as exc:
+                problem = str(exc)
+                continue
+            _replace_dir(staging / CHECKPOINT_DIR, stored)
+            shutil.rmtree(staging, ignore_errors=True)
+            return fetched
+        shutil.rmtree(staging, ignore_errors=True)
+        raise CorruptCheckpoint(
+            f"{remote.dataset_ref} v{remote.version} failed verification {DOWNLOAD_ATTEMPTS} "
+            f"times: {problem}"
+        )
+
+    def _hold_final(
+        self, handle: KaggleHandle, staging: Path, store: Path, expect: CheckpointRef
+    ) -> tuple[str | None, int]:
+        """The job's final checkpoint, held in the store: fetched from the dataset its session
+        published (whose slug is returned, to be deleted with the rest), or, where that copy
+        fails verification, from the session's output (today's path); the bytes downloaded."""
+        remote = read_remote(store)
+        if remote is None:
+            return None, 0
+        slug = remote.dataset_ref.partition("/")[2]
+        try:
+            return slug, self.fetch_checkpoint(store, expect)
+        except CorruptCheckpoint as exc:
+            log.warning("the published final checkpoint is unusable (%s); fetching the output", exc)
+        problem, fetched = self._download(staging, self._kernel_of(handle), handle.version)
+        if problem is not None:
+            raise CorruptCheckpoint(problem)
+        taken = staging.with_name(f"{staging.name}.final")
+        shutil.rmtree(taken, ignore_errors=True)
+        self._take_checkpoint(staging / CHECKPOINT_DIR, taken, expect)
+        _replace_dir(taken, store)
+        return slug, fetched
 
     def _fetch(self, handle: KaggleHandle, staging: Path) -> tuple[str | None, int]:
         """The segment's result and checkpoint into `staging`; a reason when there are none, and
@@ -649,6 +725,17 @@ def _lean(listed: set[str], name: str) -> bool:
         and name.startswith(f"{CHECKPOINT_DIR}/")
         and name != f"{CHECKPOINT_DIR}/{MANIFEST_FILE}"
     )
+
+
+def _replace_dir(source: Path, target: Path) -> None:
+    """Put directory `source` where `target` is, the old one moved aside first (a directory
+    cannot be renamed over a non-empty one)."""
+    aside = target.with_name(f".{target.name}.replaced")
+    shutil.rmtree(aside, ignore_errors=True)
+    if target.exists():
+        target.rename(aside)
+    source.rename(target)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _tree_bytes(root: Path) -> int:

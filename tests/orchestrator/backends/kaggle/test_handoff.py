@@ -96,12 +96,16 @@ def test_a_200_mb_checkpoint_moves_inside_kaggle(tmp_path: Path) -> None:
     assert all(_bytes(seg) > CHECKPOINT_BYTES for seg in committed)
     # Every session published its own checkpoint: 3 x 200 MB went up inside Kaggle...
     assert inside_kaggle >= 3 * CHECKPOINT_BYTES
-    # ...and the orchestrator's link carried less than 5 MB per boundary, by the emulator's count.
-    assert through_orchestrator < 5 * MB * len(committed), through_orchestrator
+    # ...and the orchestrator's link carried less than 5 MB per boundary, by the emulator's
+    # count, besides the final model, fetched once at the end for `baton download`.
+    *boundaries, final = committed
+    fetched = final["timings"]["link_bytes"]
+    assert fetched >= CHECKPOINT_BYTES
+    assert through_orchestrator < 5 * MB * len(committed) + fetched, through_orchestrator
     for seg in committed:
         assert seg["timings"]["transport"] == "kernel"
-        assert seg["timings"]["link_bytes"] < 5 * MB
         assert seg["timings"]["upload"] > 0  # the session's publishing, measured
+    assert all(seg["timings"]["link_bytes"] < 5 * MB for seg in boundaries)
     final = committed[-1]["checkpoint"]["model_digest"]
     assert final == _reference(spec, tmp_path / "reference")
 

@@ -1,6 +1,8 @@
 """The orchestrator's check of a checkpoint a session published itself (handoff.py), against a
 real version on the emulator through the official client: a good copy passes with a few KB
-downloaded; a truncated file, a swapped small file, or another checkpoint's archive fails."""
+downloaded; a truncated file, a swapped small file, or another checkpoint's archive fails. And
+its fetch where the files are needed here (KaggleBackend.fetch_checkpoint): whole and verified,
+or refused, the stub left as it was."""
 
 from __future__ import annotations
 
@@ -9,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.backends.kaggle.backend import KaggleBackend
 from orchestrator.backends.kaggle.handoff import SAMPLE_MAX_BYTES, check_published
+from orchestrator.spec import KaggleSpec
 from tests.kaggle_emulator import Emulator
 from worker.boundary.contract import CheckpointRef
 from worker.boundary.errors import Transient
 from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint, write_manifest
 from worker.boundary.paths import RESULT_FILE
-from worker.boundary.transport import Published, verify_stored, write_stub
+from worker.boundary.transport import Published, read_remote, verify_stored, write_stub
 from worker.kaggle_access.checkpoints import CheckpointDataset, archive_name
 from worker.kaggle_access.client import KaggleAccount
 
@@ -97,3 +101,48 @@ def test_an_archive_not_made_from_this_manifest_fails(alice: KaggleAccount, tmp_
     other = Published(published.dataset_slug, "checkpoint-s00003-step30-000000000000.tar", 1, 1.0)
     with pytest.raises(CorruptCheckpoint, match="not made from this manifest"):
         check_published(dataset, other, checkpoint, EXPECT, tmp_path)
+
+
+def _stub(alice: KaggleAccount, tmp_path: Path) -> Path:
+    """What the orchestrator keeps of the published checkpoint: its stub, in the store."""
+    dataset, published, checkpoint = _publish(alice, tmp_path)
+    copy, _ = check_published(dataset, published, checkpoint, EXPECT, tmp_path)
+    store = tmp_path / "store" / "00003"
+    store.parent.mkdir()
+    write_stub(store, checkpoint / "manifest.json", copy)
+    return store
+
+
+def test_a_stub_is_fetched_whole_and_verified(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    store = _stub(alice, tmp_path)
+    backend = KaggleBackend(alice, "j1", KaggleSpec(), tmp_path / "kaggle" / "j1")
+    before = emulator.link_bytes()
+    fetched = backend.fetch_checkpoint(store, EXPECT)
+    assert fetched > SAMPLE_MAX_BYTES  # big.bin came down this time
+    assert emulator.link_bytes() > before  # (zipped on the wire: big.bin is all ones)
+    # The store now holds the checkpoint itself: a worker would resume from it.
+    assert read_remote(store) is None
+    assert verify_checkpoint(store, EXPECT).step == 30
+    assert backend.fetch_checkpoint(store, EXPECT) == 0  # held: nothing more to fetch
+
+
+@pytest.mark.parametrize("damage", ["swapped", "deleted"])
+def test_a_copy_that_fails_verification_never_replaces_the_stub(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path, damage: str
+) -> None:
+    store = _stub(alice, tmp_path)
+    if damage == "swapped":
+        # Same size, other bytes: Kaggle's listing would not notice; the full hash does.
+        big = _stored(emulator, "big.bin")
+        big.write_bytes(b"\x02" * big.stat().st_size)
+    else:
+        KaggleBackend(alice, "j1", KaggleSpec(), tmp_path / "kaggle" / "j1").dataset_deleter(
+            "baton-ckpt-j1-s3"
+        )
+    backend = KaggleBackend(alice, "j1", KaggleSpec(), tmp_path / "kaggle" / "j1")
+    with pytest.raises(CorruptCheckpoint):
+        backend.fetch_checkpoint(store, EXPECT)
+    assert read_remote(store) is not None  # still the stub, never a damaged checkpoint
+    assert verify_stored(store, EXPECT).step == 30
