@@ -1,5 +1,6 @@
 # Two images from one file (docker-compose.yml builds both):
-#   --target orchestrator  API, beat and Kaggle-only workers: no torch
+#   --target orchestrator  API, beat and Kaggle-only workers: no torch; the trackers extra (the
+#                          engine writes TensorBoard, W&B and MLflow runs after each commit)
 #   --target worker        workers that also run local sessions: adds the `train` extra (torch)
 # Secrets never go in here: every setting, the database password and BATON_SECRET_KEYS included,
 # comes from the environment at run time.
@@ -11,7 +12,7 @@ COPY orchestrator orchestrator
 COPY worker worker
 COPY trainers trainers
 COPY migrations migrations
-RUN pip install . \
+RUN pip install ".[trackers]" \
     && useradd --create-home --uid 10001 baton \
     && mkdir -p /data \
     && chown baton /data
