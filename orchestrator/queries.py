@@ -62,6 +62,7 @@ from worker.boundary.contract import (
     WatchdogPolicy,
 )
 from worker.boundary.heartbeat import Heartbeat
+from worker.boundary.transport import REMOTE_FILE
 
 
 class SegmentFacts(Protocol):
@@ -627,7 +628,9 @@ def list_checkpoints(
     for row in rows:
         kept = files_kept(row)
         if kept or include_pruned:
-            listed.append(CheckpointOut.model_validate(row).model_copy(update={"kept": kept}))
+            on_kaggle = kept and (Path(row.location) / REMOTE_FILE).is_file()
+            update = {"kept": kept, "on_kaggle": on_kaggle}
+            listed.append(CheckpointOut.model_validate(row).model_copy(update=update))
     return listed
 
 

@@ -149,6 +149,8 @@ class CheckpointOut(_FromRow):
     created_at: datetime
     # Whether its files are still kept (downloadable); False: pruned by retention, or rejected.
     kept: bool = True
+    # Kept on Kaggle only (the session published it): its first download fetches it here.
+    on_kaggle: bool = False
     rejected: str | None = None
 
 

@@ -207,9 +207,15 @@ def checkpoints_table(checkpoints: Sequence[CheckpointOut]) -> Table:
             human_bytes(row.bytes),
             row.model_digest[:16],
             row.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            "kept" if row.kept else ("rejected" if row.rejected else "pruned"),
+            _files(row),
         )
     return table
+
+
+def _files(row: CheckpointOut) -> str:
+    if row.kept:
+        return "kept on Kaggle (fetched at the first download)" if row.on_kaggle else "kept"
+    return "rejected" if row.rejected else "pruned"
 
 
 def quota_table(quotas: Sequence[QuotaOut]) -> Table:

@@ -97,6 +97,10 @@ def _downloads_intact(api: TestClient, job_id: str, step: int) -> bool:
     return True
 
 
+def _on_kaggle(api: TestClient, job_id: str) -> list[bool]:
+    return [c["on_kaggle"] for c in api.get(f"/api/v1/jobs/{job_id}/checkpoints").json()]
+
+
 @pytest.mark.parametrize("kaggle", [KAGGLE, IN_KERNEL], ids=["through-orchestrator", "in-kernel"])
 def test_a_job_moved_kaggle_local_kaggle_ends_on_the_uninterrupted_digest(
     tmp_path: Path, kaggle: dict[str, Any]
@@ -159,7 +163,9 @@ def test_a_checkpoint_left_on_kaggle_downloads_through_baton_and_the_job_goes_on
         # Only a stub is here: the first file asked for fetches the checkpoint, verified.
         [first] = _committed(api, job_id)
         assert first["timings"]["transport"] == "kernel"
+        assert _on_kaggle(api, job_id) == [True]
         assert _downloads_intact(api, job_id, first["end_step"])
+        assert _on_kaggle(api, job_id) == [False]
         assert len(_messages(api, job_id, "checkpoint_fetched")) == 1
         uploaded = emulator.link_counters("orchestrator").uploaded
         assert api.post(f"/api/v1/jobs/{job_id}/resume").status_code == 200
