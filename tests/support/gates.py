@@ -1,7 +1,9 @@
-"""A gate that holds a test trainer inside its set-up until the test opens it.
+"""Gates that hold a test trainer until the test opens them.
 
 Config `load_gate` (absolute path): `setup` logs WAITING_LOG, then waits until that file
 exists. A test that acts on the log line acts during the load, on any machine.
+Config `step_gates` ({step: absolute path}): the step waits, before it trains, until its file
+exists. A test that must see a session while it runs holds it there, on any machine.
 """
 
 from __future__ import annotations
@@ -23,6 +25,15 @@ def wait_at_gate(ctx: TrainContext) -> None:
         return
     ctx.logger.info(WAITING_LOG)
     while not gate.exists():
+        time.sleep(GATE_POLL_SECONDS)
+
+
+def wait_at_step_gate(ctx: TrainContext, step: int) -> None:
+    gates = ctx.config.get("step_gates") or {}
+    gate = gates.get(str(step))
+    if gate is None:
+        return
+    while not Path(str(gate)).exists():
         time.sleep(GATE_POLL_SECONDS)
 
 

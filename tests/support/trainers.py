@@ -19,6 +19,7 @@ Config keys (all optional):
     hang_at_step: int               block forever when this step begins (a hung collective or
                                     dataloader); with hang_rank, only on that rank
     load_gate: str                  absolute path: setup waits until it exists (tests.support.gates)
+    step_gates: {str(step): str}    absolute paths: that step waits until its file exists
     random_state_bytes: int         ballast of this many random bytes drawn from the seed and
                                     the step in the saved state: a checkpoint that does not
                                     compress, as large as a real model's
@@ -42,7 +43,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tests.support.gates import wait_at_gate
+from tests.support.gates import wait_at_gate, wait_at_step_gate
 from worker.sampler import ResumableSampler
 from worker.trainer import TRAINER_STATE_FILE, Trainer
 
@@ -77,6 +78,7 @@ class LinearTrainer(Trainer):
         hangs_here = config.get("hang_rank", self.ctx.rank) == self.ctx.rank
         if config.get("hang_at_step") == step and hangs_here and self._fault_armed():
             threading.Event().wait()  # forever: only the watchdog ends this process
+        wait_at_step_gate(self.ctx, step)
         if config.get("step_sleep"):
             time.sleep(float(config["step_sleep"]))
         every = config.get("stop_every_steps")

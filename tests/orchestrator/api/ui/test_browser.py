@@ -158,12 +158,17 @@ def _submit(url: str, spec: dict[str, Any]) -> str:
 
 
 def test_the_log_viewer_follows_a_job_across_sessions_and_search_finds_a_line(
-    settings: Settings, browser: Browser
+    settings: Settings, browser: Browser, tmp_path: Path
 ) -> None:
+    # Sessions 0 and 1 each wait at a step until the page has shown them running: the viewer is
+    # seen following live sessions however fast the machine trains.
+    gates = {"10": str(tmp_path / "gate-10"), "40": str(tmp_path / "gate-40")}
     spec = job_spec(
         name="log-job",
         total_steps=90,
-        config={"step_sleep": 0.05, "stop_every_steps": 30, "log_every": 5},
+        config={"stop_every_steps": 30, "log_every": 5, "step_gates": gates},
+        # Long enough that no deadline ends a session while it waits at its gate.
+        session={"limit_seconds": 900, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
     )
     with live_server(settings) as url:
         page = browser.new_page(viewport={"width": 1200, "height": 1400})
@@ -173,10 +178,13 @@ def test_the_log_viewer_follows_a_job_across_sessions_and_search_finds_a_line(
         page.evaluate("window.__notReloaded = true")
         body = page.locator("#log-body")
         # The viewer moves to each new session by itself and shows its lines as they come.
-        for index, line in ((0, "step 5/90"), (1, "resumed from step 30"), (2, "step 90/90")):
+        steps = ((0, "step 5/90", "10"), (1, "resumed from step 30", "40"), (2, "step 90/90", None))
+        for index, line, gate in steps:
             body.get_by_text(f"Session {index} (", exact=False).wait_for(timeout=WAIT_MS)
             body.locator("li", has_text=line).first.wait_for(timeout=WAIT_MS)
             assert page.evaluate("window.__notReloaded") is True
+            if gate is not None:
+                Path(gates[gate]).touch()
         page.locator("#job-status .state-succeeded").wait_for(timeout=WAIT_MS)
         assert _serious_violations(page) == []
         # The summary: quota per phase over the 3 sessions, the last metrics, the digest.
