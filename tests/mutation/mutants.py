@@ -224,6 +224,15 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="learned estimates",
     ),
     Mutant(
+        "planner-publish-ignores-growth",
+        "planner",
+        "worker/boundary/planning.py",
+        "    return math.ceil(size + growth * max(0.0, steps_ahead))",
+        "    return size",
+        ("tests/orchestrator/test_planner_handoff.py",),
+        guarantee="learned estimates",
+    ),
+    Mutant(
         "planner-quota-ignored",
         "planner",
         "orchestrator/planner.py",

@@ -23,21 +23,20 @@ class TooLate(Exception):
 
 def call_before(deadline: float, call: Callable[[], T]) -> T:
     """`call()`'s value or exception, or TooLate if it has not returned by `deadline`."""
-    outcome: list[tuple[bool, object]] = []
+    values: list[T] = []
+    errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            outcome.append((True, call()))
+            values.append(call())
         except BaseException as exc:  # handed to the caller, whatever it is
-            outcome.append((False, exc))
+            errors.append(exc)
 
     thread = threading.Thread(target=run, name="baton-kaggle-call", daemon=True)
     thread.start()
     thread.join(max(0.0, deadline - time.time()))
-    if not outcome:
+    if errors:
+        raise errors[0]
+    if not values:
         raise TooLate(f"still running {time.time() - deadline:+.1f} s from the deadline")
-    returned, value = outcome[0]
-    if returned:
-        return value  # type: ignore[return-value]
-    assert isinstance(value, BaseException)
-    raise value
+    return values[0]
