@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from hypothesis import settings as hypothesis_settings
 
 from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.backends.local.sessions import start_session
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.private_files import sqlite_file
@@ -41,6 +42,7 @@ from tests.support.databases import (
 )
 from tests.support.marks import starts_processes, starts_processes_in
 from tests.support.segments import run_worker, start_worker, terminate_after_step
+from tests.support.serve import baton_serve
 from tests.support.supervisors import end_leftover_supervisors
 
 # Property-based tests (Hypothesis). "ci", the default everywhere: the same examples on every run
@@ -58,6 +60,8 @@ hypothesis_settings.load_profile(os.environ.get("BATON_HYPOTHESIS_PROFILE", "ci"
 STARTERS = (
     subprocess,
     LocalBackend,
+    start_session,
+    baton_serve,
     start_emulator,
     fast_emulator,
     live_server,
