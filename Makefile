@@ -4,8 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # A CPU build of torch; a looser pin pulls a multi-GB CUDA build. Override on a GPU machine.
 TORCH ?= torch==2.13.0
-# pytest-xdist workers for the test targets: one per core of a 2-core machine.
+# pytest-xdist workers: one per core of a 2-core machine. Many of `make test`'s tests mostly wait,
+# but TEST_WORKERS=4 failed a Kaggle chain whose 20 s sessions were starved under a load of 4.
 TEST_WORKERS ?= 2
+FAST_WORKERS ?= 2
 
 .PHONY: demo test test-fast mutate mutate-sweep lint format bench clean
 
@@ -19,15 +21,16 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/baton demo
 
-# Every test, spread test by test over the workers (each test has its own directory, database,
-# ports and sessions; each worker makes the trainers' whole runs once: tests/trainers/conftest.py).
+# Every test, handed to the workers one at a time, the longest first (tests/support/schedule.py;
+# each test has its own directory, database, ports and sessions; each worker makes the trainers'
+# whole runs once: tests/trainers/conftest.py).
 test: $(VENV)/.installed
-	$(PY) -m pytest -n $(TEST_WORKERS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --maxschedchunk 1
 
 # Every test that starts no session, server, browser or cluster (tests/support/marks.py), the
 # Hypothesis properties included: the inner loop.
 test-fast: $(VENV)/.installed
-	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow"
+	$(PY) -m pytest -n $(FAST_WORKERS) -m "not slow"
 
 # Every listed mutant against the tests that must catch it (docs/testing.md); CI runs --guarantees.
 mutate: $(VENV)/.installed

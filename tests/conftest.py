@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from hypothesis import settings as hypothesis_settings
 
 from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.backends.local.sessions import start_session
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.private_files import sqlite_file
@@ -40,7 +41,9 @@ from tests.support.databases import (
     seed_migrated,
 )
 from tests.support.marks import starts_processes, starts_processes_in
+from tests.support.schedule import longest_first, record_durations, recorded_durations
 from tests.support.segments import run_worker, start_worker, terminate_after_step
+from tests.support.serve import baton_serve
 from tests.support.supervisors import end_leftover_supervisors
 
 # Property-based tests (Hypothesis). "ci", the default everywhere: the same examples on every run
@@ -58,6 +61,8 @@ hypothesis_settings.load_profile(os.environ.get("BATON_HYPOTHESIS_PROFILE", "ci"
 STARTERS = (
     subprocess,
     LocalBackend,
+    start_session,
+    baton_serve,
     start_emulator,
     fast_emulator,
     live_server,
@@ -74,10 +79,24 @@ STARTERS = (
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if starts_processes_in(item, STARTERS):
             item.add_marker(pytest.mark.slow)
+    longest_first(items, recorded_durations(config))
+
+
+_MEASURED: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Under pytest-xdist the workers' reports reach the controlling process too.
+    _MEASURED[report.nodeid] = _MEASURED.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controlling process only
+        record_durations(session.config, _MEASURED)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from benchmarks.cli_latency import report, run
 
 COMMANDS = ["python -c pass", "baton --help", "baton --version", "baton jobs"]
 
 
+# The benchmark starts a server and runs the CLI as processes.
+@pytest.mark.slow
 def test_a_tiny_run_times_every_command_and_reports_them(tmp_path: Path) -> None:
     figures = run(runs=2, jobs=2, root=tmp_path)
     assert list(figures["commands"]) == COMMANDS

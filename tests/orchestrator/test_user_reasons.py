@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from orchestrator.config import Settings
@@ -28,6 +29,8 @@ def test_a_crash_reads_as_one_line_and_the_log_keeps_the_traceback(
     assert "Traceback" in log
 
 
+# Its API runs the reconcile loop, which starts the job's sessions.
+@pytest.mark.slow
 def test_a_failure_text_with_nul_and_a_lone_surrogate_is_retried_then_fails_in_one_line(
     tmp_path: Path, database_url: str
 ) -> None:

@@ -76,7 +76,8 @@ class Served:
         self.settings = make_settings(self.root / "data", **extra)
         self.services = build_services(self.settings, embedded_loop=False)
         # Schemathesis sends many wrong tokens from one address on purpose; the throttle that
-        # would then answer 429 to its valid ones has tests of its own (tests/orchestrator/api/ui/test_session.py).
+        # would then answer 429 to its valid ones has tests of its own
+        # (tests/orchestrator/api/ui/test_session.py).
         self.services.auth_failures = FailureThrottle(burst=10**9)
         self.app = create_app(self.services)
         self.schema = schemathesis.openapi.from_asgi("/openapi.json", self.app, config=CONFIG)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from orchestrator.auth import issue_token
 from orchestrator.db import Database
 from orchestrator.engine.admission import fair_order
@@ -21,6 +23,8 @@ def test_a_user_with_jobs_running_waits_behind_one_with_none() -> None:
     assert fair_order(queued) == ["a3", "b1", "c1", "a4", "b2"]
 
 
+# Its engine ticks start 30 jobs' local sessions.
+@pytest.mark.slow
 def test_two_users_two_slots_the_second_users_first_job_takes_the_next_free_slot(
     tmp_path: Path, database_url: str
 ) -> None:

@@ -1,0 +1,48 @@
+"""The order tests start in: the longest first, so that no long test starts last on a worker.
+
+`make test` hands tests to the pytest-xdist workers one at a time in collection order
+(`--maxschedchunk 1`), so sorting the longest first is the longest-processing-time rule: the
+short tests fill in at the end. A test's expected length is how long it took in the last run
+(pytest's cache, under CACHE_KEY), else a hint: a `slow` test before every other, and among
+them one with a long `timeout` mark (the benchmarks' runs, the trainers' chains) first. Tests
+that are not slow keep their order, so a module's fixtures are made as rarely as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+CACHE_KEY = "baton/durations"
+
+
+def longest_first(items: list[pytest.Item], durations: Mapping[str, float]) -> None:
+    """Sort `items` in place: slow tests first, the longest of them first."""
+    items.sort(key=lambda item: _start_key(item, durations))
+
+
+def _start_key(item: pytest.Item, durations: Mapping[str, float]) -> tuple[bool, float]:
+    if item.get_closest_marker("slow") is None:
+        return True, 0.0
+    if item.nodeid in durations:
+        return False, -durations[item.nodeid]
+    timeout = item.get_closest_marker("timeout")
+    return False, -float(timeout.args[0]) if timeout is not None and timeout.args else 0.0
+
+
+def recorded_durations(config: pytest.Config) -> dict[str, float]:
+    """Each test's seconds in the last run that recorded them; none without pytest's cache."""
+    cache = getattr(config, "cache", None)
+    if cache is None:
+        return {}
+    recorded = cache.get(CACHE_KEY, {})
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def record_durations(config: pytest.Config, measured: Mapping[str, float]) -> None:
+    """Merge this run's seconds (setup, call and teardown) into the cache."""
+    cache = getattr(config, "cache", None)
+    if cache is None or not measured:
+        return
+    cache.set(CACHE_KEY, {**recorded_durations(config), **measured})
