@@ -9,8 +9,8 @@ from fastapi import APIRouter, HTTPException, Request, status
 
 from orchestrator import queries
 from orchestrator.api.deps import CurrentUser, JobId, ServicesDep, Step
+from orchestrator.api.kaggle_fetch import fetching_from_kaggle
 from orchestrator.api.open_file_response import OpenFileResponse
-from orchestrator.backends.base import BackendError, Transient
 from orchestrator.engine import Engine
 from worker.boundary.manifest import CorruptCheckpoint
 from worker.boundary.paths import MANIFEST_FILE
@@ -91,19 +91,9 @@ def _hold(engine: Engine, user_id: str, job_id: str, step: int, location: FilePa
     try:
         if read_remote(location) is None:
             return
-        engine.hold_checkpoint(user_id, job_id, step)
+        with fetching_from_kaggle(f"the checkpoint at step {step}"):
+            engine.hold_checkpoint(user_id, job_id, step)
     except CorruptCheckpoint as exc:
         raise HTTPException(
             status.HTTP_410_GONE, f"the checkpoint at step {step} is unusable: {exc}"
-        ) from None
-    except Transient as exc:
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            f"the checkpoint at step {step} lies on Kaggle and could not be fetched now: {exc}",
-            headers={"Retry-After": str(int(exc.retry_after or 30))},
-        ) from None
-    except BackendError as exc:
-        raise HTTPException(
-            status.HTTP_409_CONFLICT,
-            f"the checkpoint at step {step} lies on Kaggle and cannot be fetched: {exc}",
         ) from None

@@ -13,13 +13,13 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator import queries, webhooks
 from orchestrator.api.deps import ID_PATTERN, MAX_DB_INTEGER, CurrentUser, JobId, ServicesDep
+from orchestrator.api.kaggle_fetch import fetching_from_kaggle
 from orchestrator.api.links import link
-from orchestrator.backends.base import BackendError, Rejected, Transient
+from orchestrator.backends.base import Rejected, Transient
 from orchestrator.backends.log_tail import read_from, read_tail
 from orchestrator.config import Settings
 from orchestrator.lifecycle import (
     ACTIVE_SEGMENT_STATES,
-    ActionConflict,
     JobState,
     SegmentState,
     UserAction,
@@ -271,21 +271,12 @@ def move_job(job_id: JobId, body: MoveIn, user: CurrentUser, services: ServicesD
     if body.backend == "kaggle":
         _check_local_fallback(body.kaggle, services.settings, ("body", "kaggle"))
     try:
-        services.engine.move(user.id, job_id, body.backend, body.kaggle)
+        with fetching_from_kaggle("the job's checkpoint"):
+            services.engine.move(user.id, job_id, body.backend, body.kaggle)
     except ValidationError as exc:
         raise RequestValidationError(
             [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
         ) from exc
-    except Transient as exc:
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            f"the job's checkpoint lies on Kaggle and could not be fetched now: {exc}",
-            headers={"Retry-After": str(int(exc.retry_after or 30))},
-        ) from None
-    except BackendError as exc:
-        raise ActionConflict(
-            f"the job's checkpoint lies on Kaggle and cannot be fetched: {exc}"
-        ) from None
     with services.db.transaction() as session:
         return queries.get_job(
             session, user.id, job_id, kaggle_quota=services.quota_seen.plan(user.id)
