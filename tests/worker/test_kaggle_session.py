@@ -1,16 +1,45 @@
-"""What `baton kaggle check` measured reaches the kernel: the mount looked at first, and the
-boot offset as a floor under the session's origin."""
+"""A Kaggle segment inside its kernel: what `baton kaggle check` measured reaches it (the mount
+looked at first, the boot offset as a floor under the session's origin), the mounted checkpoint
+is found and staged, and the kernel's own steps (the accelerator check, the requirements, the
+segment itself) run here in this process, in a folder laid out like /kaggle."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import subprocess
 import tarfile
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from worker.boundary.paths import MANIFEST_FILE
-from worker.kaggle_session import find_mounted_checkpoint, session_origin, stage_checkpoint
+from tests.support.marks import starts_processes
+from tests.support.segments import make_spec, next_spec
+from worker.accelerator import EMULATED_ENV
+from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
+from worker.boundary.kernel_options import KernelOptions
+from worker.boundary.manifest import verify_checkpoint
+from worker.boundary.paths import MANIFEST_FILE, RESUME_PATH, SessionPaths
+from worker.kaggle_access.checkpoints import archive_name, pack_checkpoint
+from worker.kaggle_session import (
+    ensure_kaggle_client,
+    find_mounted_checkpoint,
+    install_requirements,
+    kaggle_root,
+    prepare_session,
+    run_kaggle_segment,
+    session_origin,
+    stage_checkpoint,
+)
 from worker.proctime import process_start_time
+from worker.runtime import EXIT_COMMITTED, EXIT_FAILED, EXIT_REJECTED
 
 ARCHIVE = "checkpoint-s00000-step10-abc.tar"
 
@@ -157,3 +186,264 @@ def test_a_mounted_folder_is_staged_without_a_copy_and_reads_as_its_bytes(tmp_pa
     staged = tmp_path / "target" / "weights.pt"
     assert staged.read_bytes() == b"weights"
     assert (tmp_path / "target").resolve() == source.resolve()
+
+
+# The kernel's own steps, in this process. A session's /kaggle is a folder here
+# (`BATON_KAGGLE_ROOT`, as the emulator sets it), the accelerator the one the emulator names, and
+# pip runs for real, offline, installing into a folder of its own from wheels made here.
+
+
+@pytest.fixture
+@starts_processes  # pip
+def pip_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where pip installs: offline, from `wheels/` only, never into the test environment."""
+    (tmp_path / "wheels").mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
+    monkeypatch.setenv("PIP_TARGET", str(tmp_path / "site"))
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    return tmp_path / "site"
+
+
+KaggleSession = Callable[..., Path]
+
+
+@pytest.fixture
+def kaggle_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KaggleSession:
+    """Makes a fresh session's /kaggle (input/, working/ as the script's cwd) with `machine` as
+    what the session can see, and points the kernel at it, as the emulator's runner does."""
+    (tmp_path / "tmp").mkdir()
+    # The session's scratch (mkdtemp) stays inside the test's folder.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+
+    def new(name: str, machine: str = "none", *, laid_out: bool = True) -> Path:
+        root = tmp_path / name
+        if laid_out:
+            (root / "input").mkdir(parents=True)
+            (root / "working").mkdir()
+            monkeypatch.chdir(root / "working")
+        monkeypatch.setenv("BATON_KAGGLE_ROOT", str(root))
+        monkeypatch.setenv(EMULATED_ENV, machine)
+        return root
+
+    return new
+
+
+def _segment(spec: SegmentSpec) -> dict[str, Any]:
+    """The segment as the kernel script hands it over: the spec's JSON, parsed."""
+    loaded: dict[str, Any] = json.loads(spec.to_json())
+    return loaded
+
+
+def _options(**fields: Any) -> dict[str, Any]:
+    return KernelOptions(checkpoint_dataset=SLUG, **fields).to_json()
+
+
+def _wheel(folder: Path, name: str, version: str) -> Path:
+    """A pure-Python wheel of one package, for pip to install offline."""
+    package = name.replace("-", "_")
+    info = f"{package}-{version}.dist-info"
+    files = {
+        f"{package}/__init__.py": f'VERSION = "{version}"\n',
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: baton-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = []
+    for path, text in files.items():
+        digest = hashlib.sha256(text.encode()).digest()
+        encoded = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+        record.append(f"{path},sha256={encoded},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    wheel = folder / f"{package}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def _installed(site: Path) -> set[str]:
+    """The distributions pip installed into `site`, as name-version."""
+    return {path.name.removesuffix(".dist-info") for path in site.glob("*.dist-info")}
+
+
+def test_the_session_root_is_kaggles_unless_the_emulator_names_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BATON_KAGGLE_ROOT", raising=False)
+    assert kaggle_root() == Path("/kaggle")
+    monkeypatch.setenv("BATON_KAGGLE_ROOT", str(tmp_path))
+    assert kaggle_root() == tmp_path
+
+
+@pytest.mark.parametrize(
+    ("promised", "machine", "expect", "laid_out", "reason"),
+    [
+        (
+            {"promised_tpu": True},
+            "none",
+            None,
+            False,
+            "the session was promised a TPU but has no accelerator (kaggle-api #1197)",
+        ),
+        (
+            {"promised_gpus": 2},
+            "gpu:1",
+            CheckpointRef("job-1", 2, 40),
+            True,
+            "the session was promised 2 GPUs but CUDA sees 1",
+        ),
+    ],
+    ids=["tpu-first-segment", "two-gpus-resumed"],
+)
+def test_a_session_without_the_promised_accelerator_fails_with_the_reason_and_trains_nothing(
+    kaggle_session: KaggleSession,
+    promised: dict[str, Any],
+    machine: str,
+    expect: CheckpointRef | None,
+    laid_out: bool,
+    reason: str,
+) -> None:
+    """Kaggle may run a push without the accelerator it asked for (kaggle-api #1197): the
+    segment fails at once, its result naming the reason and the step it would have resumed,
+    whether or not Kaggle had made working/ yet, and nothing is trained."""
+    root = kaggle_session("kaggle", machine, laid_out=laid_out)
+    spec = make_spec(segment_index=2 if expect else 0, expect=expect, limit_seconds=900.0)
+    code = run_kaggle_segment(_segment(spec), _options(**promised), b"")
+    assert code == EXIT_FAILED
+    step = expect.step if expect else 0
+    assert SegmentResult.read(SessionPaths(root).result) == SegmentResult(
+        job_id="job-1",
+        segment_index=spec.segment_index,
+        outcome=Outcome.FAILED,
+        start_step=step,
+        end_step=step,
+        limit_seconds=900.0,
+        error=reason,
+    )
+    assert not SessionPaths(root).checkpoint.exists()
+
+
+def test_a_segment_installs_its_requirements_trains_and_the_next_resumes_exactly_from_its_archive(
+    kaggle_session: KaggleSession, pip_target: Path
+) -> None:
+    """Two sessions of a job, the second resuming from the first's checkpoint mounted as the
+    archive Kaggle serves, end with the digest of one uninterrupted session; the first installs
+    its requirements before training, and its clock starts the boot offset `baton kaggle check`
+    measured before this process did."""
+    wheel = _wheel(pip_target.parent / "wheels", "baton-demo-requirement", "1.0")
+    first = make_spec(total_steps=8, config={"stop_every_steps": 4}, limit_seconds=3600.0)
+    root = kaggle_session("first", "gpu:1")
+    called_at = time.time()
+    options = _options(requirements=[str(wheel)], promised_gpus=1, boot_offset_seconds=600.0)
+    assert run_kaggle_segment(_segment(first), options, b"") == EXIT_COMMITTED
+    stopped = SegmentResult.read(SessionPaths(root).result)
+    assert (stopped.outcome, stopped.start_step, stopped.end_step) == (Outcome.STOPPED, 0, 4)
+    assert _installed(pip_target) == {"baton_demo_requirement-1.0"}
+    # The worker's clock began at the session's origin: 600 s before this process started.
+    assert stopped.timings.startup >= called_at - process_start_time() + 600.0 - 0.1
+
+    expect = CheckpointRef("job-1", 0, 4)
+    archive = archive_name(expect, SessionPaths(root).checkpoint)
+    second = next_spec(first, stopped)
+    resumed_root = kaggle_session("second")
+    (resumed_root / "input" / SLUG).mkdir()
+    pack_checkpoint(SessionPaths(root).checkpoint, resumed_root / "input" / SLUG / archive)
+    code = run_kaggle_segment(_segment(second), _options(checkpoint_file=archive), b"")
+    assert code == EXIT_COMMITTED
+    finished = SegmentResult.read(SessionPaths(resumed_root).result)
+    assert (finished.start_step, finished.end_step) == (4, 8)
+    verify_checkpoint(SessionPaths(resumed_root).checkpoint, CheckpointRef("job-1", 1, 8))
+
+    kaggle_session("uninterrupted")
+    code = run_kaggle_segment(_segment(replace(first, config={})), _options(), b"")
+    assert code == EXIT_COMMITTED
+    uninterrupted = SegmentResult.read(SessionPaths(kaggle_root()).result)
+    assert uninterrupted.end_step == 8
+    assert finished.model_digest == uninterrupted.model_digest
+
+
+def test_a_resumed_segment_whose_checkpoint_is_not_mounted_is_rejected_never_trained_from_scratch(
+    kaggle_session: KaggleSession,
+) -> None:
+    root = kaggle_session("kaggle")
+    spec = make_spec(segment_index=1, expect=CheckpointRef("job-1", 0, 4), total_steps=8)
+    code = run_kaggle_segment(_segment(spec), _options(checkpoint_file=ARCHIVE), b"")
+    assert code == EXIT_REJECTED
+    result = SegmentResult.read(SessionPaths(root).result)
+    assert (result.outcome, result.start_step, result.end_step) == (Outcome.REJECTED, 4, 4)
+    assert not SessionPaths(root).checkpoint.exists()
+
+
+def test_the_worker_reads_the_segment_with_kaggles_working_folder_as_its_output(
+    kaggle_session: KaggleSession,
+) -> None:
+    """A first segment: the spec whole, its output /kaggle/working, nothing to resume."""
+    root = kaggle_session("kaggle")
+    spec = make_spec(config={"lr": 0.1}, limit_seconds=700.0)
+    session = prepare_session(_segment(spec), KernelOptions(checkpoint_dataset=SLUG), root)
+    # The session's own folder is scratch, never part of the output Kaggle keeps.
+    assert not session.is_relative_to(root)
+    staged = SegmentSpec.read(SessionPaths(session).segment)
+    assert staged == replace(spec, output_dir=str(root / "working"), resume_path=None)
+    assert not SessionPaths(session).resume_checkpoint.exists()
+
+
+def test_the_checkpoint_in_the_measured_mount_is_staged_where_the_worker_resumes_from(
+    kaggle_session: KaggleSession,
+) -> None:
+    """`baton kaggle check` measured this account's mount deeper than the search goes: the
+    checkpoint Kaggle unpacked there is what the worker finds at its resume path."""
+    root = kaggle_session("kaggle")
+    mount = Path("input") / "a" / "b" / "c" / "d" / SLUG
+    _put(root / mount / ARCHIVE.removesuffix(".tar"), unpacked=True)
+    expect = CheckpointRef("job-1", 0, 10)
+    spec = make_spec(segment_index=1, expect=expect)
+    options = KernelOptions(SLUG, checkpoint_file=ARCHIVE, checkpoint_mount=str(mount))
+    session = prepare_session(_segment(spec), options, root)
+    staged = SegmentSpec.read(SessionPaths(session).segment)
+    assert staged == replace(spec, output_dir=str(root / "working"), resume_path=RESUME_PATH)
+    assert (SessionPaths(session).resume_checkpoint / MANIFEST_FILE).read_text() == "{}"
+
+
+def test_requirements_that_cannot_be_installed_fail_the_session_before_it_trains(
+    kaggle_session: KaggleSession, pip_target: Path
+) -> None:
+    root = kaggle_session("kaggle")
+    options = _options(requirements=["baton-no-such-requirement"])
+    with pytest.raises(subprocess.CalledProcessError):
+        run_kaggle_segment(_segment(make_spec()), options, b"")
+    assert not SessionPaths(root).result.exists()
+
+
+def test_no_requirements_install_nothing(pip_target: Path) -> None:
+    install_requirements([])
+    assert not pip_target.exists()
+
+
+def test_an_image_with_batons_kaggle_client_installs_nothing(pip_target: Path) -> None:
+    """This environment has the client Baton pins (the wheels folder is empty: any install
+    would fail)."""
+    ensure_kaggle_client()
+    assert not pip_target.exists()
+
+
+@pytest.mark.parametrize("version", ["1.6.17", "unknown"])
+def test_an_image_with_an_older_or_unreadable_kaggle_client_gets_the_pinned_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pip_target: Path, version: str
+) -> None:
+    """Self-chaining drives Kaggle with the client Baton is built on: an older image (or one
+    whose client's version cannot be read) gets that client, within its pins."""
+    image = tmp_path / "image"
+    (image / f"kaggle-{version}.dist-info").mkdir(parents=True)
+    (image / f"kaggle-{version}.dist-info" / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: kaggle\nVersion: {version}\n"
+    )
+    monkeypatch.syspath_prepend(str(image))
+    for name, versions in (("kaggle", ("2.2.9", "2.3.0")), ("kagglesdk", ("0.1.40", "0.2.0"))):
+        for available in versions:
+            _wheel(pip_target.parent / "wheels", name, available)
+    _wheel(pip_target.parent / "wheels", "six", "1.17.0")
+    ensure_kaggle_client()
+    assert _installed(pip_target) == {"kaggle-2.2.9", "kagglesdk-0.1.40", "six-1.17.0"}
