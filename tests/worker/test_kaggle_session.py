@@ -13,21 +13,28 @@ import tarfile
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kagglesdk import kaggle_env
 
+from tests.factories import fast_emulator
+from tests.kaggle_emulator import Emulator
+from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
+from tests.support.kaggle import account_on
 from tests.support.marks import starts_processes
 from tests.support.segments import make_spec, next_spec
 from worker.accelerator import EMULATED_ENV
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
-from worker.boundary.kernel_options import KernelOptions
+from worker.boundary.kernel_options import KernelOptions, Publish
 from worker.boundary.manifest import verify_checkpoint
 from worker.boundary.paths import MANIFEST_FILE, RESUME_PATH, SessionPaths
-from worker.kaggle_access.checkpoints import archive_name, pack_checkpoint
+from worker.boundary.transport import PUBLISH_FILE, Published
+from worker.kaggle_access.chaining import SECRET_LABEL
+from worker.kaggle_access.checkpoints import CheckpointDataset, archive_name, pack_checkpoint
 from worker.kaggle_session import (
     ensure_kaggle_client,
     find_mounted_checkpoint,
@@ -447,3 +454,41 @@ def test_an_image_with_an_older_or_unreadable_kaggle_client_gets_the_pinned_one(
     _wheel(pip_target.parent / "wheels", "six", "1.17.0")
     ensure_kaggle_client()
     assert _installed(pip_target) == {"kaggle-2.2.9", "kagglesdk-0.1.40", "six-1.17.0"}
+
+
+@pytest.fixture
+@starts_processes  # the Kaggle API emulator
+def kaggle_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pip_target: Path
+) -> Iterator[Emulator]:
+    """The emulator as the kernel's Kaggle, reached by the unmodified production client the way
+    the emulator's image points it there (tests/kaggle_emulator/kaggle_image/sitecustomize.py),
+    with alice's key attached to the kernel as the BATON_KAGGLE_KEY Secret. (pip is sandboxed:
+    the kernel makes sure of its Kaggle client before it publishes.)"""
+    with fast_emulator(tmp_path / "emulator") as running:
+        monkeypatch.setenv("KAGGLE_API_ENVIRONMENT", "TEST")
+        monkeypatch.setitem(kaggle_env._env_to_endpoint, kaggle_env.KaggleEnv.TEST, running.url)
+        monkeypatch.syspath_prepend(str(IMAGE_DIR))  # kaggle_secrets, as Kaggle's image has it
+        values = write_values(tmp_path, 1, {SECRET_LABEL: "alice-key"})
+        monkeypatch.setenv(VALUES_FILE_ENV, str(values))
+        yield running
+
+
+def test_a_committed_segment_publishes_its_own_checkpoint_before_the_session_ends(
+    kaggle_session: KaggleSession, kaggle_api: Emulator, tmp_path: Path
+) -> None:
+    """The in-kernel transport: the session uploads its checkpoint as the dataset the
+    orchestrator named, and says so in publish.json, within its limit."""
+    root = kaggle_session("kaggle")
+    publish = Publish("alice", "baton-ckpt-job-1-s0")
+    options = _options(publish=publish)
+    code = run_kaggle_segment(_segment(make_spec(total_steps=3)), options, b"")
+    assert code == EXIT_COMMITTED
+    paths = SessionPaths(root)
+    name = archive_name(CheckpointRef("job-1", 0, 3), paths.checkpoint)
+    published = Published.read(paths.working / PUBLISH_FILE)
+    assert (published.dataset_slug, published.archive) == (publish.dataset, name)
+    dataset = CheckpointDataset(account_on(kaggle_api), publish.dataset, tmp_path / "staging")
+    version = dataset.find_segment(0)
+    assert version is not None
+    assert name in dataset.files(version)
