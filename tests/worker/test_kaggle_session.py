@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import subprocess
 import tarfile
 import tempfile
@@ -67,6 +68,62 @@ def test_the_measured_boot_offset_is_a_floor_under_the_origin() -> None:
     assert session_origin(measured_boot_seconds=45.0) <= own - 45.0 + slack
     # An implausible measurement is capped like the live reading.
     assert session_origin(measured_boot_seconds=1e9) >= own - 600.0 - slack
+
+
+def _origin_in_a_session_of_its_own(leader_age: float, measured: float) -> list[float]:
+    """[session_origin(measured), its own start, its session leader's start] in a process
+    whose session's first process started `leader_age` seconds before it (0: it leads its own
+    session). Forked, not spawned, so it runs this very code (a mutant under test included)
+    and the result never depends on how old the test run's own session leader is."""
+    read, write = os.pipe()
+    leader = os.fork()
+    if leader == 0:  # the leader, then the process measured; each reports through the pipe
+        try:
+            os.setsid()
+            time.sleep(leader_age)
+            if leader_age == 0 or os.fork() == 0:
+                pid = str(os.getsid(0))
+                seen = [session_origin(measured), process_start_time(), process_start_time(pid=pid)]
+                os.write(write, json.dumps(seen).encode())
+            else:
+                os.wait()
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        reported = pipe.read()
+    os.waitpid(leader, 0)
+    seen: list[float] = json.loads(reported)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("leader_age", "measured", "origin_is"),
+    [
+        (0.0, 0.0, "own"),
+        (0.0, -5.0, "own"),
+        (0.0, 45.0, "own - 45"),
+        (0.0, 1e9, "own - 600"),
+        (0.5, 0.0, "leader"),
+        (0.5, 0.2, "leader"),
+        (0.5, 45.0, "own - 45"),
+    ],
+)
+def test_the_origin_is_the_session_leaders_start_or_the_measured_boot_whichever_is_earlier(
+    leader_age: float, measured: float, origin_is: str
+) -> None:
+    """The container's first process started when Kaggle's clock did; the boot offset
+    `baton kaggle check` measured (never negative, at most 600 s) is a floor under it."""
+    origin, own, leader = _origin_in_a_session_of_its_own(leader_age, measured)
+    expected = {
+        "own": own,
+        "leader": leader,
+        "own - 45": own - 45.0,
+        "own - 600": own - 600.0,
+    }[origin_is]
+    slack = 0.05  # each reading of /proc converts jiffies to epoch seconds afresh
+    assert abs(origin - expected) < slack
+    assert (own - leader > 0.3) == (leader_age > 0)
 
 
 SLUG = "baton-ckpt-j1"
