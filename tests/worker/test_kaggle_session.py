@@ -77,14 +77,18 @@ def _origin_in_a_session_of_its_own(leader_age: float, measured: float) -> list[
     and the result never depends on how old the test run's own session leader is."""
     read, write = os.pipe()
     leader = os.fork()
-    if leader == 0:  # the leader, then the process measured; each reports through the pipe
+    if leader == 0:  # the new session's leader; the process measured reports through the pipe
         try:
             os.setsid()
             time.sleep(leader_age)
             if leader_age == 0 or os.fork() == 0:
                 pid = str(os.getsid(0))
-                seen = [session_origin(measured), process_start_time(), process_start_time(pid=pid)]
-                os.write(write, json.dumps(seen).encode())
+                values = [
+                    session_origin(measured),
+                    process_start_time(),
+                    process_start_time(pid=pid),
+                ]
+                os.write(write, json.dumps(values).encode())
             else:
                 os.wait()
         finally:
