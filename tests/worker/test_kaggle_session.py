@@ -218,6 +218,14 @@ def test_the_expected_checkpoint_wins_over_another_version_in_the_same_mount(
         assert found == expected, name
 
 
+def test_a_stale_version_in_the_measured_mount_is_handed_over_for_its_manifest_check(
+    tmp_path: Path,
+) -> None:
+    measured = tmp_path / "input" / "a" / "b" / "c" / "d" / SLUG
+    stale = _put(measured / "checkpoint-s00000-step5-aaa.tar")
+    assert find_mounted_checkpoint(tmp_path / "input", SLUG, ARCHIVE, measured) == stale
+
+
 def test_of_several_other_versions_the_newest_is_handed_over(tmp_path: Path) -> None:
     mount = tmp_path / SLUG
     for name in (
