@@ -6,7 +6,9 @@ segment itself) run here in this process, in a folder laid out like /kaggle."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import importlib
 import json
 import os
 import subprocess
@@ -22,6 +24,7 @@ from typing import Any
 import pytest
 from kagglesdk import kaggle_env
 
+import worker.proctime
 from tests.factories import fast_emulator
 from tests.kaggle_emulator import Emulator
 from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
@@ -30,6 +33,7 @@ from tests.support.marks import starts_processes
 from tests.support.segments import make_spec, next_spec
 from worker.accelerator import EMULATED_ENV
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
+from worker.boundary.errors import Transient
 from worker.boundary.kernel_options import KernelOptions, Publish
 from worker.boundary.manifest import verify_checkpoint
 from worker.boundary.paths import MANIFEST_FILE, RESUME_PATH, SessionPaths
@@ -82,6 +86,9 @@ def _origin_in_a_session_of_its_own(leader_age: float, measured: float) -> list[
             os.setsid()
             time.sleep(leader_age)
             if leader_age == 0 or os.fork() == 0:
+                # As a freshly started interpreter would: proctime takes a start after its own
+                # import (in the test run, before the fork) for implausible.
+                importlib.reload(worker.proctime)
                 pid = str(os.getsid(0))
                 values = [
                     session_origin(measured),
@@ -557,7 +564,14 @@ def test_a_committed_segment_publishes_its_own_checkpoint_before_the_session_end
     name = archive_name(CheckpointRef("job-1", 0, 3), paths.checkpoint)
     published = Published.read(paths.working / PUBLISH_FILE)
     assert (published.dataset_slug, published.archive) == (publish.dataset, name)
+    # Kaggle processes the upload after the session: the ready version holds the archive.
     dataset = CheckpointDataset(account_on(kaggle_api), publish.dataset, tmp_path / "staging")
-    version = dataset.find_segment(0)
+    deadline = time.monotonic() + 60
+    version = None
+    while version is None and time.monotonic() < deadline:
+        with contextlib.suppress(Transient):  # still processing
+            version = dataset.find_segment(0)
+        time.sleep(0.2)
     assert version is not None
-    assert name in dataset.files(version)
+    # Kaggle unpacks an uploaded archive into a folder of its name.
+    assert f"{name.removesuffix('.tar')}/{MANIFEST_FILE}" in dataset.files(version)
