@@ -34,12 +34,15 @@ from tests.support.segments import make_spec, next_spec
 from worker.accelerator import EMULATED_ENV
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
 from worker.boundary.errors import Transient
-from worker.boundary.kernel_options import KernelOptions, Publish
+from worker.boundary.kernel_options import KernelControl, KernelOptions, Publish
+from worker.boundary.launch_id import LaunchId
 from worker.boundary.manifest import verify_checkpoint
 from worker.boundary.paths import MANIFEST_FILE, RESUME_PATH, SessionPaths
 from worker.boundary.transport import PUBLISH_FILE, Published
+from worker.control import Command
 from worker.kaggle_access.chaining import SECRET_LABEL
 from worker.kaggle_access.checkpoints import CheckpointDataset, archive_name, pack_checkpoint
+from worker.kaggle_access.control import ControlDataset
 from worker.kaggle_session import (
     ensure_kaggle_client,
     find_mounted_checkpoint,
@@ -575,3 +578,27 @@ def test_a_committed_segment_publishes_its_own_checkpoint_before_the_session_end
     assert version is not None
     # Kaggle unpacks an uploaded archive into a folder of its name.
     assert f"{name.removesuffix('.tar')}/{MANIFEST_FILE}" in dataset.files(version)
+
+
+def test_the_owners_cancel_reaches_the_running_kernel_through_the_control_dataset(
+    kaggle_session: KaggleSession, kaggle_api: Emulator, tmp_path: Path
+) -> None:
+    """A kernel that can hear its owner (internet, the key as a Secret) relays a cancel written
+    to the job's control dataset into its worker, which ends the segment, committing nothing.
+    Without the relay the segment would train on to its deadline."""
+    owner = ControlDataset(account_on(kaggle_api), "baton-ctl-job-1", tmp_path / "owner")
+    owner.ensure()
+    launch_id = str(LaunchId("job-1", 0))
+    deadline = time.monotonic() + 60
+    while owner.read(launch_id) is not Command.CANCEL:  # written once the first version is ready
+        assert time.monotonic() < deadline
+        with contextlib.suppress(Transient):
+            owner.send(Command.CANCEL, launch_id)
+        time.sleep(0.2)
+    root = kaggle_session("kaggle")
+    spec = make_spec(total_steps=100_000, config={"step_sleep": 0.01}, limit_seconds=900.0)
+    options = _options(control=KernelControl("alice", owner.slug, poll_seconds=0.1))
+    assert run_kaggle_segment(_segment(spec), options, b"") == EXIT_FAILED
+    cancelled = SegmentResult.read(SessionPaths(root).result)
+    assert cancelled.outcome == Outcome.CANCELLED
+    assert not SessionPaths(root).checkpoint.exists()
