@@ -411,7 +411,7 @@ def test_a_session_without_the_promised_accelerator_fails_with_the_reason_and_tr
     assert not SessionPaths(root).checkpoint.exists()
 
 
-def test_a_segment_installs_its_requirements_trains_and_the_next_resumes_exactly_from_its_archive(
+def test_two_sessions_end_on_the_uninterrupted_digest_the_second_resuming_from_the_mounted_archive(
     kaggle_session: KaggleSession, pip_target: Path
 ) -> None:
     """Two sessions of a job, the second resuming from the first's checkpoint mounted as the
@@ -553,7 +553,7 @@ def kaggle_api(
         yield running
 
 
-def test_a_committed_segment_publishes_its_own_checkpoint_before_the_session_ends(
+def test_the_session_publishes_its_own_committed_checkpoint_before_it_ends(
     kaggle_session: KaggleSession, kaggle_api: Emulator, tmp_path: Path
 ) -> None:
     """The in-kernel transport: the session uploads its checkpoint as the dataset the
