@@ -791,4 +791,19 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         guarantee="exact resume",
     ),
+    Mutant(
+        # Idle parking puts off a queued job too: its launch waits hours for a quota refresh
+        # it never needed.
+        "engine-park-a-queued-job",
+        "engine",
+        ENGINE_FILES,
+        "            Job.state == JobState.WAITING.value,\n",
+        "",
+        (
+            "tests/orchestrator/engine/test_idle.py::test_only_jobs_with_nothing_to_do_and_no_"
+            "holder_are_parked",
+        ),
+        guarantee="quota waiting",
+        ci=True,
+    ),
 )
