@@ -228,6 +228,15 @@ def test_the_expected_checkpoint_wins_over_another_version_in_the_same_mount(
         assert found == expected, name
 
 
+def test_the_measured_mount_wins_over_another_folder_of_the_slug_the_search_finds(
+    tmp_path: Path,
+) -> None:
+    measured = tmp_path / "input" / "a" / "b" / "c" / "d" / SLUG
+    expected = _put(measured / ARCHIVE)
+    _put(tmp_path / "input" / SLUG / "checkpoint-s00000-step5-aaa.tar")  # an older layout's
+    assert find_mounted_checkpoint(tmp_path / "input", SLUG, ARCHIVE, measured) == expected
+
+
 def test_a_stale_version_in_the_measured_mount_is_handed_over_for_its_manifest_check(
     tmp_path: Path,
 ) -> None:
