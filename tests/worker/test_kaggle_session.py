@@ -324,6 +324,12 @@ def kaggle_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KaggleSes
     return new
 
 
+# The kernel's clock starts at this process's start (or its session leader's), however long the
+# test run has been going by then: a session as long as Kaggle's longest keeps every deadline
+# of these tests ahead of them.
+LONG = 12 * 3600.0
+
+
 def _segment(spec: SegmentSpec) -> dict[str, Any]:
     """The segment as the kernel script hands it over: the spec's JSON, parsed."""
     loaded: dict[str, Any] = json.loads(spec.to_json())
@@ -428,7 +434,7 @@ def test_two_sessions_end_on_the_uninterrupted_digest_the_second_resuming_from_t
     its requirements before training, and its clock starts the boot offset `baton kaggle check`
     measured before this process did."""
     wheel = _wheel(pip_target.parent / "wheels", "baton-demo-requirement", "1.0")
-    first = make_spec(total_steps=8, config={"stop_every_steps": 4}, limit_seconds=3600.0)
+    first = make_spec(total_steps=8, config={"stop_every_steps": 4}, limit_seconds=LONG)
     root = kaggle_session("first", "gpu:1")
     called_at = time.time()
     options = _options(requirements=[str(wheel)], promised_gpus=1, boot_offset_seconds=600.0)
@@ -463,7 +469,9 @@ def test_a_resumed_segment_whose_checkpoint_is_not_mounted_is_rejected_never_tra
     kaggle_session: KaggleSession,
 ) -> None:
     root = kaggle_session("kaggle")
-    spec = make_spec(segment_index=1, expect=CheckpointRef("job-1", 0, 4), total_steps=8)
+    spec = make_spec(
+        segment_index=1, expect=CheckpointRef("job-1", 0, 4), total_steps=8, limit_seconds=LONG
+    )
     code = run_kaggle_segment(_segment(spec), _options(checkpoint_file=ARCHIVE), b"")
     assert code == EXIT_REJECTED
     result = SegmentResult.read(SessionPaths(root).result)
@@ -570,7 +578,7 @@ def test_the_session_publishes_its_own_committed_checkpoint_before_it_ends(
     root = kaggle_session("kaggle")
     publish = Publish("alice", "baton-ckpt-job-1-s0")
     options = _options(publish=publish)
-    code = run_kaggle_segment(_segment(make_spec(total_steps=3)), options, b"")
+    code = run_kaggle_segment(_segment(make_spec(total_steps=3, limit_seconds=LONG)), options, b"")
     assert code == EXIT_COMMITTED
     paths = SessionPaths(root)
     name = archive_name(CheckpointRef("job-1", 0, 3), paths.checkpoint)
@@ -605,7 +613,7 @@ def test_the_owners_cancel_reaches_the_running_kernel_through_the_control_datase
             owner.send(Command.CANCEL, launch_id)
         time.sleep(0.2)
     root = kaggle_session("kaggle")
-    spec = make_spec(total_steps=100_000, config={"step_sleep": 0.01}, limit_seconds=900.0)
+    spec = make_spec(total_steps=100_000, config={"step_sleep": 0.01}, limit_seconds=LONG)
     options = _options(control=KernelControl("alice", owner.slug, poll_seconds=0.1))
     assert run_kaggle_segment(_segment(spec), options, b"") == EXIT_FAILED
     cancelled = SegmentResult.read(SessionPaths(root).result)
