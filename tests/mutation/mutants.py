@@ -798,4 +798,48 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         guarantee="one tracker run per job",
     ),
+    Mutant(
+        # A GPU session without its GPUs trains on the CPU against accelerator quota; only a
+        # missing TPU is noticed.
+        "kaggle-session-gpus-unchecked",
+        "kaggle",
+        "worker/kaggle_session.py",
+        "    if fail_without_accelerator(segment, options, root):",
+        "    if options.promised_tpu and fail_without_accelerator(segment, options, root):",
+        (
+            "tests/worker/test_kaggle_session.py::test_a_session_without_the_promised_accelerator_"
+            "fails_with_the_reason_and_trains_nothing",
+        ),
+        guarantee="promised accelerator",
+        ci=True,
+    ),
+    Mutant(
+        # The worker commits into its scratch folder, not /kaggle/working: the session's output
+        # holds no checkpoint, and the next segment has nothing to resume from.
+        "kaggle-session-output-outside-working",
+        "kaggle",
+        "worker/kaggle_session.py",
+        "    spec = dict(segment, output_dir=str(kaggle.working), resume_path=None)",
+        "    spec = dict(segment, output_dir=str(session.working), resume_path=None)",
+        (
+            "tests/worker/test_kaggle_session.py::test_the_worker_reads_the_segment_with_kaggles_"
+            "working_folder_as_its_output",
+        ),
+        guarantee="exact resume",
+    ),
+    Mutant(
+        # Idle parking puts off a queued job too: its launch waits hours for a quota refresh
+        # it never needed.
+        "engine-park-a-queued-job",
+        "engine",
+        ENGINE_FILES,
+        "            Job.state == JobState.WAITING.value,\n",
+        "",
+        (
+            "tests/orchestrator/engine/test_idle.py::test_only_jobs_with_nothing_to_do_and_no_"
+            "holder_are_parked",
+        ),
+        guarantee="quota waiting",
+        ci=True,
+    ),
 )

@@ -1,16 +1,60 @@
-"""What `baton kaggle check` measured reaches the kernel: the mount looked at first, and the
-boot offset as a floor under the session's origin."""
+"""A Kaggle segment inside its kernel: what `baton kaggle check` measured reaches it (the mount
+looked at first, the boot offset as a floor under the session's origin), the mounted checkpoint
+is found and staged, and the kernel's own steps (the accelerator check, the requirements, the
+segment itself) run here in this process, in a folder laid out like /kaggle."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
+import importlib
+import json
+import os
+import subprocess
 import tarfile
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kagglesdk import kaggle_env
 
-from worker.boundary.paths import MANIFEST_FILE
-from worker.kaggle_session import find_mounted_checkpoint, session_origin, stage_checkpoint
+import worker.proctime
+from tests.factories import fast_emulator
+from tests.kaggle_emulator import Emulator
+from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
+from tests.support.kaggle import account_on
+from tests.support.marks import starts_processes
+from tests.support.segments import make_spec, next_spec
+from worker.accelerator import EMULATED_ENV
+from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
+from worker.boundary.errors import Transient
+from worker.boundary.kernel_options import KernelControl, KernelOptions, Publish
+from worker.boundary.launch_id import LaunchId
+from worker.boundary.manifest import verify_checkpoint
+from worker.boundary.paths import MANIFEST_FILE, RESUME_PATH, SessionPaths
+from worker.boundary.transport import PUBLISH_FILE, Published
+from worker.control import Command
+from worker.kaggle_access.chaining import SECRET_LABEL
+from worker.kaggle_access.checkpoints import CheckpointDataset, archive_name, pack_checkpoint
+from worker.kaggle_access.control import ControlDataset
+from worker.kaggle_session import (
+    ensure_kaggle_client,
+    find_mounted_checkpoint,
+    install_requirements,
+    kaggle_root,
+    prepare_session,
+    run_kaggle_segment,
+    session_origin,
+    stage_checkpoint,
+)
 from worker.proctime import process_start_time
+from worker.runtime import EXIT_COMMITTED, EXIT_FAILED, EXIT_REJECTED
 
 ARCHIVE = "checkpoint-s00000-step10-abc.tar"
 
@@ -31,6 +75,69 @@ def test_the_measured_boot_offset_is_a_floor_under_the_origin() -> None:
     assert session_origin(measured_boot_seconds=45.0) <= own - 45.0 + slack
     # An implausible measurement is capped like the live reading.
     assert session_origin(measured_boot_seconds=1e9) >= own - 600.0 - slack
+
+
+def _origin_in_a_session_of_its_own(leader_age: float, measured: float) -> list[float]:
+    """[session_origin(measured), its own start, its session leader's start] in a process
+    whose session's first process started `leader_age` seconds before it (0: it leads its own
+    session). Forked, not spawned, so it runs this very code (a mutant under test included)
+    and the result never depends on how old the test run's own session leader is."""
+    read, write = os.pipe()
+    leader = os.fork()
+    if leader == 0:  # the new session's leader; the process measured reports through the pipe
+        try:
+            os.setsid()
+            time.sleep(leader_age)
+            if leader_age == 0 or os.fork() == 0:
+                # As a freshly started interpreter would: proctime takes a start after its own
+                # import (in the test run, before the fork) for implausible.
+                importlib.reload(worker.proctime)
+                pid = str(os.getsid(0))
+                values = [
+                    session_origin(measured),
+                    process_start_time(),
+                    process_start_time(pid=pid),
+                ]
+                os.write(write, json.dumps(values).encode())
+            else:
+                os.wait()
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        reported = pipe.read()
+    os.waitpid(leader, 0)
+    seen: list[float] = json.loads(reported)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("leader_age", "measured", "origin_is"),
+    [
+        (0.0, 0.0, "own"),
+        (0.0, -5.0, "own"),
+        (0.0, 45.0, "own - 45"),
+        (0.0, 1e9, "own - 600"),
+        (0.5, 0.0, "leader"),
+        (0.5, 0.2, "leader"),
+        (0.5, 45.0, "own - 45"),
+    ],
+)
+def test_the_origin_is_the_session_leaders_start_or_the_measured_boot_whichever_is_earlier(
+    leader_age: float, measured: float, origin_is: str
+) -> None:
+    """The container's first process started when Kaggle's clock did; the boot offset
+    `baton kaggle check` measured (never negative, at most 600 s) is a floor under it."""
+    origin, own, leader = _origin_in_a_session_of_its_own(leader_age, measured)
+    expected = {
+        "own": own,
+        "leader": leader,
+        "own - 45": own - 45.0,
+        "own - 600": own - 600.0,
+    }[origin_is]
+    slack = 0.05  # each reading of /proc converts jiffies to epoch seconds afresh
+    assert abs(origin - expected) < slack
+    assert (own - leader > 0.3) == (leader_age > 0)
 
 
 SLUG = "baton-ckpt-j1"
@@ -121,6 +228,23 @@ def test_the_expected_checkpoint_wins_over_another_version_in_the_same_mount(
         assert found == expected, name
 
 
+def test_the_measured_mount_wins_over_another_folder_of_the_slug_the_search_finds(
+    tmp_path: Path,
+) -> None:
+    measured = tmp_path / "input" / "a" / "b" / "c" / "d" / SLUG
+    expected = _put(measured / ARCHIVE)
+    _put(tmp_path / "input" / SLUG / "checkpoint-s00000-step5-aaa.tar")  # an older layout's
+    assert find_mounted_checkpoint(tmp_path / "input", SLUG, ARCHIVE, measured) == expected
+
+
+def test_a_stale_version_in_the_measured_mount_is_handed_over_for_its_manifest_check(
+    tmp_path: Path,
+) -> None:
+    measured = tmp_path / "input" / "a" / "b" / "c" / "d" / SLUG
+    stale = _put(measured / "checkpoint-s00000-step5-aaa.tar")
+    assert find_mounted_checkpoint(tmp_path / "input", SLUG, ARCHIVE, measured) == stale
+
+
 def test_of_several_other_versions_the_newest_is_handed_over(tmp_path: Path) -> None:
     mount = tmp_path / SLUG
     for name in (
@@ -157,3 +281,341 @@ def test_a_mounted_folder_is_staged_without_a_copy_and_reads_as_its_bytes(tmp_pa
     staged = tmp_path / "target" / "weights.pt"
     assert staged.read_bytes() == b"weights"
     assert (tmp_path / "target").resolve() == source.resolve()
+
+
+# The kernel's own steps, in this process. A session's /kaggle is a folder here
+# (`BATON_KAGGLE_ROOT`, as the emulator sets it), the accelerator the one the emulator names, and
+# pip runs for real, offline, installing into a folder of its own from wheels made here.
+
+
+@pytest.fixture
+@starts_processes  # pip
+def pip_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where pip installs: offline, from `wheels/` only, never into the test environment."""
+    (tmp_path / "wheels").mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
+    monkeypatch.setenv("PIP_TARGET", str(tmp_path / "site"))
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    return tmp_path / "site"
+
+
+KaggleSession = Callable[..., Path]
+
+
+@pytest.fixture
+def kaggle_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KaggleSession:
+    """Makes a fresh session's /kaggle (input/, working/ as the script's cwd) with `machine` as
+    what the session can see, and points the kernel at it, as the emulator's runner does."""
+    (tmp_path / "tmp").mkdir()
+    # The session's scratch (mkdtemp) stays inside the test's folder.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+
+    def new(name: str, machine: str = "none", *, laid_out: bool = True) -> Path:
+        root = tmp_path / name
+        if laid_out:
+            (root / "input").mkdir(parents=True)
+            (root / "working").mkdir()
+            monkeypatch.chdir(root / "working")
+        monkeypatch.setenv("BATON_KAGGLE_ROOT", str(root))
+        monkeypatch.setenv(EMULATED_ENV, machine)
+        return root
+
+    return new
+
+
+# The kernel's clock starts at this process's start (or its session leader's), however long the
+# test run has been going by then: a session as long as Kaggle's longest keeps every deadline
+# of these tests ahead of them.
+LONG = 12 * 3600.0
+
+
+def _segment(spec: SegmentSpec) -> dict[str, Any]:
+    """The segment as the kernel script hands it over: the spec's JSON, parsed."""
+    loaded: dict[str, Any] = json.loads(spec.to_json())
+    return loaded
+
+
+def _options(**fields: Any) -> dict[str, Any]:
+    return KernelOptions(checkpoint_dataset=SLUG, **fields).to_json()
+
+
+def _wheel(folder: Path, name: str, version: str) -> Path:
+    """A pure-Python wheel of one package, for pip to install offline."""
+    package = name.replace("-", "_")
+    info = f"{package}-{version}.dist-info"
+    files = {
+        f"{package}/__init__.py": f'VERSION = "{version}"\n',
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: baton-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = []
+    for path, text in files.items():
+        digest = hashlib.sha256(text.encode()).digest()
+        encoded = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+        record.append(f"{path},sha256={encoded},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    wheel = folder / f"{package}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def _installed(site: Path) -> set[str]:
+    """The distributions pip installed into `site`, as name-version."""
+    return {path.name.removesuffix(".dist-info") for path in site.glob("*.dist-info")}
+
+
+def test_the_session_root_is_kaggles_unless_the_emulator_names_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BATON_KAGGLE_ROOT", raising=False)
+    assert kaggle_root() == Path("/kaggle")
+    monkeypatch.setenv("BATON_KAGGLE_ROOT", str(tmp_path))
+    assert kaggle_root() == tmp_path
+
+
+@pytest.mark.parametrize(
+    ("promised", "machine", "expect", "laid_out", "reason"),
+    [
+        (
+            {"promised_tpu": True},
+            "none",
+            None,
+            False,
+            "the session was promised a TPU but has no accelerator (kaggle-api #1197)",
+        ),
+        (
+            {"promised_gpus": 2},
+            "gpu:1",
+            CheckpointRef("job-1", 2, 40),
+            True,
+            "the session was promised 2 GPUs but CUDA sees 1",
+        ),
+    ],
+    ids=["tpu-first-segment", "two-gpus-resumed"],
+)
+def test_a_session_without_the_promised_accelerator_fails_with_the_reason_and_trains_nothing(
+    kaggle_session: KaggleSession,
+    promised: dict[str, Any],
+    machine: str,
+    expect: CheckpointRef | None,
+    laid_out: bool,
+    reason: str,
+) -> None:
+    """Kaggle may run a push without the accelerator it asked for (kaggle-api #1197): the
+    segment fails at once, its result naming the reason and the step it would have resumed,
+    whether or not Kaggle had made working/ yet, and nothing is trained."""
+    root = kaggle_session("kaggle", machine, laid_out=laid_out)
+    spec = make_spec(segment_index=2 if expect else 0, expect=expect, limit_seconds=900.0)
+    code = run_kaggle_segment(_segment(spec), _options(**promised), b"")
+    assert code == EXIT_FAILED
+    step = expect.step if expect else 0
+    assert SegmentResult.read(SessionPaths(root).result) == SegmentResult(
+        job_id="job-1",
+        segment_index=spec.segment_index,
+        outcome=Outcome.FAILED,
+        start_step=step,
+        end_step=step,
+        limit_seconds=900.0,
+        error=reason,
+    )
+    assert not SessionPaths(root).checkpoint.exists()
+
+
+def test_two_sessions_end_on_the_uninterrupted_digest_the_second_resuming_from_the_mounted_archive(
+    kaggle_session: KaggleSession, pip_target: Path
+) -> None:
+    """Two sessions of a job, the second resuming from the first's checkpoint mounted as the
+    archive Kaggle serves, end with the digest of one uninterrupted session; the first installs
+    its requirements before training, and its clock starts the boot offset `baton kaggle check`
+    measured before this process did."""
+    wheel = _wheel(pip_target.parent / "wheels", "baton-demo-requirement", "1.0")
+    first = make_spec(total_steps=8, config={"stop_every_steps": 4}, limit_seconds=LONG)
+    root = kaggle_session("first", "gpu:1")
+    called_at = time.time()
+    options = _options(requirements=[str(wheel)], promised_gpus=1, boot_offset_seconds=600.0)
+    assert run_kaggle_segment(_segment(first), options, b"") == EXIT_COMMITTED
+    stopped = SegmentResult.read(SessionPaths(root).result)
+    assert (stopped.outcome, stopped.start_step, stopped.end_step) == (Outcome.STOPPED, 0, 4)
+    assert _installed(pip_target) == {"baton_demo_requirement-1.0"}
+    # The worker's clock began at the session's origin: 600 s before this process started.
+    assert stopped.timings.startup >= called_at - process_start_time() + 600.0 - 0.1
+
+    expect = CheckpointRef("job-1", 0, 4)
+    archive = archive_name(expect, SessionPaths(root).checkpoint)
+    second = next_spec(first, stopped)
+    resumed_root = kaggle_session("second")
+    (resumed_root / "input" / SLUG).mkdir()
+    pack_checkpoint(SessionPaths(root).checkpoint, resumed_root / "input" / SLUG / archive)
+    code = run_kaggle_segment(_segment(second), _options(checkpoint_file=archive), b"")
+    assert code == EXIT_COMMITTED
+    finished = SegmentResult.read(SessionPaths(resumed_root).result)
+    assert (finished.start_step, finished.end_step) == (4, 8)
+    verify_checkpoint(SessionPaths(resumed_root).checkpoint, CheckpointRef("job-1", 1, 8))
+
+    kaggle_session("uninterrupted")
+    code = run_kaggle_segment(_segment(replace(first, config={})), _options(), b"")
+    assert code == EXIT_COMMITTED
+    uninterrupted = SegmentResult.read(SessionPaths(kaggle_root()).result)
+    assert uninterrupted.end_step == 8
+    assert finished.model_digest == uninterrupted.model_digest
+
+
+def test_a_resumed_segment_whose_checkpoint_is_not_mounted_is_rejected_never_trained_from_scratch(
+    kaggle_session: KaggleSession,
+) -> None:
+    root = kaggle_session("kaggle")
+    spec = make_spec(
+        segment_index=1, expect=CheckpointRef("job-1", 0, 4), total_steps=8, limit_seconds=LONG
+    )
+    code = run_kaggle_segment(_segment(spec), _options(checkpoint_file=ARCHIVE), b"")
+    assert code == EXIT_REJECTED
+    result = SegmentResult.read(SessionPaths(root).result)
+    assert (result.outcome, result.start_step, result.end_step) == (Outcome.REJECTED, 4, 4)
+    assert not SessionPaths(root).checkpoint.exists()
+
+
+def test_the_worker_reads_the_segment_with_kaggles_working_folder_as_its_output(
+    kaggle_session: KaggleSession,
+) -> None:
+    """A first segment: the spec whole, its output /kaggle/working, nothing to resume."""
+    root = kaggle_session("kaggle")
+    spec = make_spec(config={"lr": 0.1}, limit_seconds=700.0)
+    session = prepare_session(_segment(spec), KernelOptions(checkpoint_dataset=SLUG), root)
+    # The session's own folder is scratch, never part of the output Kaggle keeps.
+    assert not session.is_relative_to(root)
+    staged = SegmentSpec.read(SessionPaths(session).segment)
+    assert staged == replace(spec, output_dir=str(root / "working"), resume_path=None)
+    assert not SessionPaths(session).resume_checkpoint.exists()
+
+
+def test_the_checkpoint_in_the_measured_mount_is_staged_where_the_worker_resumes_from(
+    kaggle_session: KaggleSession,
+) -> None:
+    """`baton kaggle check` measured this account's mount deeper than the search goes: the
+    checkpoint Kaggle unpacked there is what the worker finds at its resume path."""
+    root = kaggle_session("kaggle")
+    mount = Path("input") / "a" / "b" / "c" / "d" / SLUG
+    _put(root / mount / ARCHIVE.removesuffix(".tar"), unpacked=True)
+    expect = CheckpointRef("job-1", 0, 10)
+    spec = make_spec(segment_index=1, expect=expect)
+    options = KernelOptions(SLUG, checkpoint_file=ARCHIVE, checkpoint_mount=str(mount))
+    session = prepare_session(_segment(spec), options, root)
+    staged = SegmentSpec.read(SessionPaths(session).segment)
+    assert staged == replace(spec, output_dir=str(root / "working"), resume_path=RESUME_PATH)
+    assert (SessionPaths(session).resume_checkpoint / MANIFEST_FILE).read_text() == "{}"
+
+
+def test_requirements_that_cannot_be_installed_fail_the_session_before_it_trains(
+    kaggle_session: KaggleSession, pip_target: Path
+) -> None:
+    root = kaggle_session("kaggle")
+    options = _options(requirements=["baton-no-such-requirement"])
+    with pytest.raises(subprocess.CalledProcessError):
+        run_kaggle_segment(_segment(make_spec()), options, b"")
+    assert not SessionPaths(root).result.exists()
+
+
+def test_no_requirements_install_nothing(pip_target: Path) -> None:
+    install_requirements([])
+    assert not pip_target.exists()
+
+
+def test_an_image_with_batons_kaggle_client_installs_nothing(pip_target: Path) -> None:
+    """This environment has the client Baton pins (the wheels folder is empty: any install
+    would fail)."""
+    ensure_kaggle_client()
+    assert not pip_target.exists()
+
+
+@pytest.mark.parametrize("version", ["1.6.17", "unknown"])
+def test_an_image_with_an_older_or_unreadable_kaggle_client_gets_the_pinned_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pip_target: Path, version: str
+) -> None:
+    """Self-chaining drives Kaggle with the client Baton is built on: an older image (or one
+    whose client's version cannot be read) gets that client, within its pins."""
+    image = tmp_path / "image"
+    (image / f"kaggle-{version}.dist-info").mkdir(parents=True)
+    (image / f"kaggle-{version}.dist-info" / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: kaggle\nVersion: {version}\n"
+    )
+    monkeypatch.syspath_prepend(str(image))
+    for name, versions in (("kaggle", ("2.2.9", "2.3.0")), ("kagglesdk", ("0.1.40", "0.2.0"))):
+        for available in versions:
+            _wheel(pip_target.parent / "wheels", name, available)
+    _wheel(pip_target.parent / "wheels", "six", "1.17.0")
+    ensure_kaggle_client()
+    assert _installed(pip_target) == {"kaggle-2.2.9", "kagglesdk-0.1.40", "six-1.17.0"}
+
+
+@pytest.fixture
+@starts_processes  # the Kaggle API emulator
+def kaggle_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pip_target: Path
+) -> Iterator[Emulator]:
+    """The emulator as the kernel's Kaggle, reached by the unmodified production client the way
+    the emulator's image points it there (tests/kaggle_emulator/kaggle_image/sitecustomize.py),
+    with alice's key attached to the kernel as the BATON_KAGGLE_KEY Secret. (pip is sandboxed:
+    the kernel makes sure of its Kaggle client before it publishes.)"""
+    with fast_emulator(tmp_path / "emulator") as running:
+        monkeypatch.setenv("KAGGLE_API_ENVIRONMENT", "TEST")
+        monkeypatch.setitem(kaggle_env._env_to_endpoint, kaggle_env.KaggleEnv.TEST, running.url)
+        monkeypatch.syspath_prepend(str(IMAGE_DIR))  # kaggle_secrets, as Kaggle's image has it
+        values = write_values(tmp_path, 1, {SECRET_LABEL: "alice-key"})
+        monkeypatch.setenv(VALUES_FILE_ENV, str(values))
+        yield running
+
+
+def test_the_session_publishes_its_own_committed_checkpoint_before_it_ends(
+    kaggle_session: KaggleSession, kaggle_api: Emulator, tmp_path: Path
+) -> None:
+    """The in-kernel transport: the session uploads its checkpoint as the dataset the
+    orchestrator named, and says so in publish.json, within its limit."""
+    root = kaggle_session("kaggle")
+    publish = Publish("alice", "baton-ckpt-job-1-s0")
+    options = _options(publish=publish)
+    code = run_kaggle_segment(_segment(make_spec(total_steps=3, limit_seconds=LONG)), options, b"")
+    assert code == EXIT_COMMITTED
+    paths = SessionPaths(root)
+    name = archive_name(CheckpointRef("job-1", 0, 3), paths.checkpoint)
+    published = Published.read(paths.working / PUBLISH_FILE)
+    assert (published.dataset_slug, published.archive) == (publish.dataset, name)
+    # Kaggle processes the upload after the session: the ready version holds the archive.
+    dataset = CheckpointDataset(account_on(kaggle_api), publish.dataset, tmp_path / "staging")
+    deadline = time.monotonic() + 60
+    version = None
+    while version is None and time.monotonic() < deadline:
+        with contextlib.suppress(Transient):  # still processing
+            version = dataset.find_segment(0)
+        time.sleep(0.2)
+    assert version is not None
+    # Kaggle unpacks an uploaded archive into a folder of its name.
+    assert f"{name.removesuffix('.tar')}/{MANIFEST_FILE}" in dataset.files(version)
+
+
+def test_the_owners_cancel_reaches_the_running_kernel_through_the_control_dataset(
+    kaggle_session: KaggleSession, kaggle_api: Emulator, tmp_path: Path
+) -> None:
+    """A kernel that can hear its owner (internet, the key as a Secret) relays a cancel written
+    to the job's control dataset into its worker, which ends the segment, committing nothing.
+    Without the relay the segment would train on to its deadline."""
+    owner = ControlDataset(account_on(kaggle_api), "baton-ctl-job-1", tmp_path / "owner")
+    owner.ensure()
+    launch_id = str(LaunchId("job-1", 0))
+    deadline = time.monotonic() + 60
+    while owner.read(launch_id) is not Command.CANCEL:  # written once the first version is ready
+        assert time.monotonic() < deadline
+        with contextlib.suppress(Transient):
+            owner.send(Command.CANCEL, launch_id)
+        time.sleep(0.2)
+    root = kaggle_session("kaggle")
+    spec = make_spec(total_steps=100_000, config={"step_sleep": 0.01}, limit_seconds=LONG)
+    options = _options(control=KernelControl("alice", owner.slug, poll_seconds=0.1))
+    assert run_kaggle_segment(_segment(spec), options, b"") == EXIT_FAILED
+    cancelled = SegmentResult.read(SessionPaths(root).result)
+    assert cancelled.outcome == Outcome.CANCELLED
+    assert not SessionPaths(root).checkpoint.exists()

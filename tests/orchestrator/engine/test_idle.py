@@ -19,7 +19,7 @@ from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.lifecycle import JobState, SegmentState
 from orchestrator.migrate import upgrade
-from orchestrator.models import Event, Job, Segment
+from orchestrator.models import Event, Job, KaggleCredential, Segment
 from orchestrator.spec import JobSpec
 from tests.factories import job_spec
 
@@ -35,9 +35,9 @@ def engine(database_url: str, tmp_path: Path) -> Iterator[Engine]:
     db.dispose()
 
 
-def _waiting(engine: Engine, **values: Any) -> str:
+def _waiting(engine: Engine, user: str = ADMIN_USER, **values: Any) -> str:
     with engine.db.transaction() as session:
-        owner = get_or_create_user(session, ADMIN_USER).id
+        owner = get_or_create_user(session, user).id
     job_id = engine.submit(owner, JobSpec.model_validate(job_spec())).id
     fields = {"state": JobState.WAITING.value, "wait_until": NOW + timedelta(hours=5)} | values
     with engine.db.transaction() as session:
@@ -68,29 +68,44 @@ def test_a_parked_job_is_left_as_a_visit_leaves_it(engine: Engine) -> None:
     assert _row(engine, parked)[1] is not None  # next look: the quota refresh
 
 
-def test_only_jobs_with_nothing_to_do_and_no_holder_are_parked(engine: Engine) -> None:
-    idle = _waiting(engine)
-    lapsed_claim = _waiting(engine, claim_owner="gone", claim_expires_at=NOW - timedelta(1))
-    others = {
-        "refresh passed": _waiting(engine, wait_until=NOW - timedelta(seconds=1)),
-        "held": _waiting(engine, claim_owner="other", claim_expires_at=NOW + timedelta(1)),
-        "queued": _waiting(engine, state=JobState.QUEUED.value),
-        "kaggle without credentials": _waiting(engine, backend="kaggle"),
-        "live segment": _waiting(engine),
-    }
+def _segment(engine: Engine, job_id: str, state: SegmentState) -> None:
     with engine.db.transaction() as session:
         session.add(
             Segment(
-                job_id=others["live segment"],
+                job_id=job_id,
                 index=0,
-                state=SegmentState.RUNNING.value,
-                launch_id=f"{others['live segment']}-0000",
+                state=state.value,
+                launch_id=f"{job_id}-0000",
                 start_step=0,
                 limit_seconds=60,
                 launch_spec={},
             )
         )
+
+
+def test_only_jobs_with_nothing_to_do_and_no_holder_are_parked(engine: Engine) -> None:
+    idle = _waiting(engine)
+    lapsed_claim = _waiting(engine, claim_owner="gone", claim_expires_at=NOW - timedelta(1))
+    # The usual waiting job: its earlier segments ended.
+    ended_segments = _waiting(engine)
+    _segment(engine, ended_segments, SegmentState.SUCCEEDED)
+    with engine.db.transaction() as session:
+        admin = get_or_create_user(session, ADMIN_USER).id
+        session.add(KaggleCredential(user_id=admin, username="admin", key_ciphertext="sealed"))
+    kaggle_with_credentials = _waiting(engine, backend="kaggle")
+    others = {
+        "refresh passed": _waiting(engine, wait_until=NOW - timedelta(seconds=1)),
+        "refresh now": _waiting(engine, wait_until=NOW, transient_errors=1),
+        "held": _waiting(engine, claim_owner="other", claim_expires_at=NOW + timedelta(1)),
+        "held until now": _waiting(engine, claim_owner="other", claim_expires_at=NOW),
+        "queued": _waiting(engine, state=JobState.QUEUED.value),
+        # Another user's credentials are no use to this one's job.
+        "kaggle without credentials": _waiting(engine, "bob", backend="kaggle"),
+        "live segment": _waiting(engine),
+    }
+    _segment(engine, others["live segment"], SegmentState.RUNNING)
     before = {why: _row(engine, job_id) for why, job_id in others.items()}
-    parked = engine.park_waiting([idle, lapsed_claim, *others.values()])
-    assert sorted(parked) == sorted([idle, lapsed_claim])
+    expected = [idle, lapsed_claim, ended_segments, kaggle_with_credentials]
+    parked = engine.park_waiting([*expected, *others.values()])
+    assert sorted(parked) == sorted(expected)
     assert {why: _row(engine, job_id) for why, job_id in others.items()} == before
