@@ -14,6 +14,7 @@ import contextlib
 import functools
 import io
 import logging
+import os
 import zipfile
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
@@ -35,7 +36,24 @@ TRANSFER_TIMEOUT_SECONDS = 3600.0
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 # Kaggle's new API tokens (Bearer) start with this; legacy keys are 32 hex digits.
 API_TOKEN_PREFIX = "KGAT_"
-_calls = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="kaggle-call")
+
+
+def _call_pool() -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="kaggle-call")
+
+
+_calls = _call_pool()
+
+
+def _new_pool_in_child() -> None:
+    """A forked child (a Celery prefork worker, mutmut's runner) has none of its parent's
+    threads: calls handed to the inherited pool would never run, each one waiting out its
+    timeout. The child starts a pool of its own."""
+    global _calls
+    _calls = _call_pool()
+
+
+os.register_at_fork(after_in_child=_new_pool_in_child)
 
 
 @functools.cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,18 @@ def test_two_users_each_act_on_their_own_account(tmp_path: Path) -> None:
             JobKernel(account_on(emulator, user, key), "job").push("print(1)\n", PUSH)
         assert {c.user for c in emulator.calls("SaveKernel")} == {"alice", "bob"}
         assert set(emulator.push_counts) == {"alice/job", "bob/job"}
+
+
+def test_a_forked_child_s_calls_are_answered(emulator: Emulator, alice: KaggleAccount) -> None:
+    # A Celery prefork worker forks after its parent has made Kaggle calls: the parent's call
+    # threads do not exist in the child, so its calls must not wait on them until they time out.
+    _quota(alice)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports only through its exit status
+        try:
+            _quota(alice)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
