@@ -7,7 +7,10 @@ twentieth of a second, which `baton --help` does without.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterator
@@ -15,6 +18,7 @@ from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -36,6 +40,8 @@ STATES = tuple(state.value for state in JobState)
 # While the server is unreachable, `watch` looks again after 0.5 s, then twice as long each
 # time, up to this.
 RECONNECT_CAP_SECONDS = 5.0
+# After a Ctrl-C, the longest a watch may take to unwind before it leaves regardless.
+DETACH_GRACE_SECONDS = 3.0
 T = TypeVar("T")
 
 
@@ -156,12 +162,35 @@ def watch_progress(client: BatonClient, job_id: str, interval: float = 1.0) -> i
 
 @contextmanager
 def detachable(job_id: str) -> Iterator[None]:
-    """Ctrl-C stops watching, not the job: say so, and how to come back (exit 130)."""
+    """Ctrl-C stops watching, not the job: say so, and how to come back (exit 130).
+
+    The interrupt unwinds as usual, so the progress bar gives the terminal back. Should the
+    unwinding stall (CI saw a watch that never exited after its Ctrl-C), the process leaves
+    anyway DETACH_GRACE_SECONDS later, with the same line and code: watching holds nothing to
+    save."""
+    told = threading.Event()
+    line = f"\ndetached; re-attach with baton watch {job_id}\n"
+
+    def leave() -> None:
+        if not told.is_set():
+            os.write(sys.stderr.fileno(), line.encode())  # no lock the stalled thread may hold
+        os._exit(130)
+
+    def interrupted(signum: int, frame: FrameType | None) -> None:
+        timer = threading.Timer(DETACH_GRACE_SECONDS, leave)
+        timer.daemon = True
+        timer.start()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupted)
     try:
         yield
     except KeyboardInterrupt:
-        print(f"\ndetached; re-attach with baton watch {job_id}", file=sys.stderr)
+        told.set()
+        print(line, end="", file=sys.stderr)
         raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _bar_label(job: JobOut, segments: list[SegmentOut]) -> str:

@@ -206,6 +206,43 @@ def test_ctrl_c_on_submit_watch_detaches_and_the_job_goes_on(
         assert api.get(f"/api/v1/jobs/{job_id}").json()["state"] == "queued"
 
 
+STALLS_AFTER_CTRL_C = """
+import sys, time
+import typer
+from orchestrator.cli.jobs import detachable
+
+def main() -> None:
+    with detachable("job-1"):
+        print("watching", flush=True)
+        while True:  # a watch whose unwinding never ends: it swallows the interrupt
+            try:
+                time.sleep(0.05)
+            except KeyboardInterrupt:
+                pass
+
+typer.run(main)
+"""
+
+
+def test_ctrl_c_detaches_even_when_the_watch_stalls_instead_of_unwinding() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", STALLS_AFTER_CTRL_C],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as process:
+        assert process.stdout is not None
+        lines = Lines(process.stdout)
+        try:
+            lines.wait_for("watching")
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=60) == 130
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert "detached; re-attach with baton watch job-1" in lines.all()
+
+
 class Server:
     """The API on a fixed port (bound with SO_REUSEADDR: reusable at once), with no reconcile
     loop unless `engine`, started and stopped like a server that restarts."""
