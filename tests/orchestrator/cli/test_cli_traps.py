@@ -138,11 +138,20 @@ def test_cancel_asks_first_and_says_what_is_kept(
 def _cli(url: str, *argv: str) -> Iterator[tuple[subprocess.Popen[str], Lines]]:
     """`baton ARGV` in its own process, as a user runs it, with its output (stdout and stderr
     together) read as it comes."""
-    env = {**os.environ, "BATON_URL": url, "BATON_TOKEN": ADMIN_TOKEN, "COLUMNS": "200"}
+    env = {"BATON_URL": url, "BATON_TOKEN": ADMIN_TOKEN, "COLUMNS": "200"}
     command = "import sys; from orchestrator.cli import main; sys.exit(main())"
+    with _python(command, *argv, env=env) as (process, lines):
+        yield process, lines
+
+
+@contextmanager
+def _python(
+    command: str, *argv: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[str], Lines]]:
+    """`python -c COMMAND ARGV` with `env` added to ours, its output read as it comes."""
     with subprocess.Popen(
         [sys.executable, "-c", command, *argv],
-        env=env,
+        env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -225,22 +234,11 @@ typer.run(main)
 
 
 def test_ctrl_c_detaches_even_when_the_watch_stalls_instead_of_unwinding() -> None:
-    with subprocess.Popen(
-        [sys.executable, "-c", STALLS_AFTER_CTRL_C],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    ) as process:
-        assert process.stdout is not None
-        lines = Lines(process.stdout)
-        try:
-            lines.wait_for("watching")
-            process.send_signal(signal.SIGINT)
-            assert process.wait(timeout=60) == 130
-        finally:
-            if process.poll() is None:
-                process.kill()
-        assert "detached; re-attach with baton watch job-1" in lines.all()
+    with _python(STALLS_AFTER_CTRL_C) as (process, lines):
+        lines.wait_for("watching")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+    assert "detached; re-attach with baton watch job-1" in lines.all()
 
 
 class Server:
