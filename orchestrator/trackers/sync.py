@@ -72,11 +72,13 @@ class TrackerSync:
     def _write(
         self, job_id: str, writer: TrackerWriter, steps: list[StepMetrics], *, finished: bool
     ) -> bool:
+        failures: tuple[type[Exception], ...] = (ImportError, OSError, *writer.failures())
         try:
             writer.write(steps, finished=finished, now=self.clock())
-        # The boundary to three outside libraries and their servers, whose errors have no common
-        # base: none of them may fail the training job. The event says which and why.
-        except Exception as exc:
+        # The boundary to three outside libraries and their servers: a missing library, a file
+        # or network error, or the library's own error fails the sync, never the training job.
+        # The event says which and why; anything else is a bug in Baton and is raised.
+        except failures as exc:
             log.warning("job %s: %s tracker failed", job_id, writer.name, exc_info=True)
             with self.db.transaction() as session:
                 record_event(

@@ -40,6 +40,9 @@ class TrackerWriter(Protocol):
         """Append `steps` (all after what was written before) to the job's run; `finished`:
         the job has ended, so the run is marked done."""
 
+    def failures(self) -> tuple[type[Exception], ...]:
+        """What its library raises when the run cannot be written now (besides OSError)."""
+
 
 class TensorBoardWriter:
     """Event files in the job's own run directory, one file per write, named by its first step:
@@ -47,6 +50,9 @@ class TensorBoardWriter:
     instead of adding a second copy of each point."""
 
     name = "tensorboard"
+
+    def failures(self) -> tuple[type[Exception], ...]:
+        return ()
 
     def __init__(self, logdir: Path) -> None:
         self.logdir = logdir
@@ -76,10 +82,23 @@ class TensorBoardWriter:
         os.replace(partial, final)
 
 
+def _library_errors(module: str, name: str) -> tuple[type[Exception], ...]:
+    """The library's error base, or none where the library is missing (the write then fails
+    with ImportError, which the sync names)."""
+    try:
+        found: type[Exception] = getattr(__import__(module, fromlist=[name]), name)
+    except ImportError:
+        return ()
+    return (found,)
+
+
 class WandbWriter:
     """The job's W&B run under one stable id, resumed by every write (`resume="allow"`)."""
 
     name = "wandb"
+
+    def failures(self) -> tuple[type[Exception], ...]:
+        return _library_errors("wandb.errors", "Error")
 
     def __init__(self, spec: WandbSpec, job: TrackedJob, directory: Path) -> None:
         self.spec = spec
@@ -133,6 +152,9 @@ class MlflowWriter:
     """The job's MLflow run, found again by its `baton.job_id` tag."""
 
     name = "mlflow"
+
+    def failures(self) -> tuple[type[Exception], ...]:
+        return _library_errors("mlflow.exceptions", "MlflowException")
 
     def __init__(self, spec: MlflowSpec, job: TrackedJob, store: Path) -> None:
         self.spec = spec

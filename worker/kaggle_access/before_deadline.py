@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from worker.boundary.errors import BackendError
+
 T = TypeVar("T")
 
 
@@ -22,21 +24,28 @@ class TooLate(Exception):
 
 
 def call_before(deadline: float, call: Callable[[], T]) -> T:
-    """`call()`'s value or exception, or TooLate if it has not returned by `deadline`."""
+    """`call()`'s value or the backend error it raised (the Kaggle client's contract:
+    Transient, Rejected, Gone), or TooLate if it has not returned by `deadline`. Any other
+    exception is a bug: the thread prints its traceback and this raises at once."""
     values: list[T] = []
-    errors: list[BaseException] = []
+    errors: list[BackendError] = []
+    ended = threading.Event()
 
     def run() -> None:
         try:
             values.append(call())
-        except BaseException as exc:  # handed to the caller, whatever it is
+        except BackendError as exc:
             errors.append(exc)
+        finally:
+            ended.set()
 
     thread = threading.Thread(target=run, name="baton-kaggle-call", daemon=True)
     thread.start()
-    thread.join(max(0.0, deadline - time.time()))
+    ended.wait(max(0.0, deadline - time.time()))
     if errors:
         raise errors[0]
-    if not values:
-        raise TooLate(f"still running {time.time() - deadline:+.1f} s from the deadline")
-    return values[0]
+    if values:
+        return values[0]
+    if ended.is_set():
+        raise RuntimeError("the Kaggle call failed with a bug; its traceback is printed above")
+    raise TooLate(f"still running {time.time() - deadline:+.1f} s from the deadline")

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from worker.boundary.errors import Rejected
 from worker.kaggle_access.before_deadline import TooLate, call_before
 
 
@@ -15,9 +16,9 @@ def test_a_call_that_ends_in_time_gives_its_value_or_its_exception() -> None:
     assert call_before(time.time() + 60, lambda: 42) == 42
 
     def refuse() -> None:
-        raise ValueError("refused")
+        raise Rejected("refused")  # what the Kaggle client raises: the backend error contract
 
-    with pytest.raises(ValueError, match="refused"):
+    with pytest.raises(Rejected, match="refused"):
         call_before(time.time() + 60, refuse)
 
 
