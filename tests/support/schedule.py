@@ -3,18 +3,27 @@
 `make test` hands tests to the pytest-xdist workers one at a time in collection order
 (`--maxschedchunk 1`), so sorting the longest first is the longest-processing-time rule: the
 short tests fill in at the end. A test's expected length is how long it took in the last run
-(pytest's cache, under CACHE_KEY), else a hint: a `slow` test before every other, and among
-them one with a long `timeout` mark (the benchmarks' runs, the trainers' chains) first. Tests
-that are not slow keep their order, so a module's fixtures are made as rarely as before.
+(pytest's cache, under CACHE_KEY), else in the run recorded in DURATIONS_FILE (so that a fresh
+clone, CI's, starts its longest tests first too), else a hint: a `slow` test before every other,
+and among them one with a long `timeout` mark (the benchmarks' runs, the trainers' chains) first.
+Tests that are not slow keep their order, so a module's fixtures are made as rarely as before.
+
+`python -m tests.support.schedule` writes DURATIONS_FILE from the cache of the last `make test`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
 CACHE_KEY = "baton/durations"
+DURATIONS_FILE = Path(__file__).with_name("durations.json")
+# Only tests at least this long are written to DURATIONS_FILE: the order of shorter ones hardly
+# moves the end of a run.
+RECORDED_FROM_SECONDS = 2.0
 
 
 def longest_first(items: list[pytest.Item], durations: Mapping[str, float]) -> None:
@@ -32,7 +41,12 @@ def _start_key(item: pytest.Item, durations: Mapping[str, float]) -> tuple[bool,
 
 
 def recorded_durations(config: pytest.Config) -> dict[str, float]:
-    """Each test's seconds in the last run that recorded them; none without pytest's cache."""
+    """Each test's seconds in the last run that recorded them: pytest's cache over the file."""
+    committed = json.loads(DURATIONS_FILE.read_text()) if DURATIONS_FILE.exists() else {}
+    return {**committed, **_cached(config)}
+
+
+def _cached(config: pytest.Config) -> dict[str, float]:
     cache = getattr(config, "cache", None)
     if cache is None:
         return {}
@@ -45,4 +59,21 @@ def record_durations(config: pytest.Config, measured: Mapping[str, float]) -> No
     cache = getattr(config, "cache", None)
     if cache is None or not measured:
         return
-    cache.set(CACHE_KEY, {**recorded_durations(config), **measured})
+    cache.set(CACHE_KEY, {**_cached(config), **measured})
+
+
+def write_durations_file(cache_dir: Path) -> int:
+    """Write the cache's durations of RECORDED_FROM_SECONDS or more to DURATIONS_FILE."""
+    cached = json.loads((cache_dir / "v" / CACHE_KEY).read_text())
+    kept = {
+        name: round(seconds, 1)
+        for name, seconds in sorted(cached.items())
+        if seconds >= RECORDED_FROM_SECONDS
+    }
+    DURATIONS_FILE.write_text(json.dumps(kept, indent=0) + "\n")
+    return len(kept)
+
+
+if __name__ == "__main__":
+    root = Path(__file__).resolve().parents[2]
+    print(f"{write_durations_file(root / '.pytest_cache')} durations in {DURATIONS_FILE}")
