@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -228,3 +230,26 @@ def fast_emulator(root: Path) -> Iterator[Emulator]:
     with start_emulator(root, **FAST_EMULATOR) as running:
         yield running
         assert running.internal_errors == []
+
+
+def tiny_wheel(index: Path, name: str = "baton-tiny-req", version: str = "0.1") -> Path:
+    """A one-module package built into a wheel in `index` (a folder standing for PyPI): what a
+    test's `kaggle.requirements` name, so no test ever downloads from the internet."""
+    source = index.parent / f"{name}-src"
+    module = name.replace("-", "_")
+    (source / module).mkdir(parents=True, exist_ok=True)
+    (source / module / "__init__.py").write_text("VALUE = 42\n")
+    (source / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        f'[project]\nname = "{name}"\nversion = "{version}"\n'
+        f'[tool.setuptools]\npackages = ["{module}"]\n'
+    )
+    index.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "--no-index", "-w", str(index), str(source)],
+        check=True,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
+    (built,) = index.glob(f"{module}-{version}-*.whl")
+    return built
