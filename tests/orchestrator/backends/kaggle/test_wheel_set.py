@@ -17,7 +17,7 @@ from tests.factories import (
     make_settings,
     reference_digest,
     running_api,
-    tiny_wheel,
+    wheel_file,
     wait_finished,
 )
 from tests.kaggle_emulator import start_emulator
@@ -47,7 +47,7 @@ def _job(wheel_set: bool) -> dict[str, Any]:
 
 def _chain(tmp_path: Path, spec: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Any], Any]:
     """Run the job on the emulator; its committed segments, sessions, and the emulator."""
-    tiny_wheel(tmp_path / "pypi")
+    wheel_file(tmp_path / "pypi", REQUIREMENT, "0.1")
     with start_emulator(
         tmp_path / "kaggle",
         queue_seconds=0.2,
