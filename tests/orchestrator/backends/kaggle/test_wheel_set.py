@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from orchestrator.backends.kaggle.backend import kernel_slug, wheelset_slug
+from orchestrator.cli.render import segments_table
+from orchestrator.wire import SegmentOut
 from tests.factories import (
     kaggle_spec,
     make_settings,
@@ -80,6 +83,11 @@ def test_the_first_session_builds_the_wheel_set_and_later_ones_install_offline(
     assert len(committed) == 3
     assert [seg["timings"]["install_from"] for seg in committed] == ["built", "offline", "offline"]
     assert all(seg["timings"]["install"] > 0 for seg in committed)
+    # `baton show` says how each session installed them.
+    console = Console(width=200, record=True)
+    console.print(segments_table([SegmentOut.model_validate(seg) for seg in committed]))
+    rows = console.export_text().splitlines()[1:]
+    assert ["built" in rows[0], "offline" in rows[1], "offline" in rows[2]] == [True] * 3
     # Downloaded by session 0 only (resolved, then built): nothing once the set was mounted.
     downloads = emulator.state.packages.downloads
     assert downloads and all(name.startswith("baton_tiny_req-") for name, _ in downloads)
