@@ -233,7 +233,6 @@ def fast_emulator(root: Path) -> Iterator[Emulator]:
         assert running.internal_errors == []
 
 
-
 def wheel_file(folder: Path, name: str, version: str) -> Path:
     """A pure-Python wheel of one package in `folder` (a folder standing for PyPI, or a
     find-links folder), for pip to install offline: no test reaches the internet."""

@@ -139,7 +139,9 @@ def install_job(options: KernelOptions, root: Path) -> Installed | None:
     return install_job_requirements(options.requirements, mounted, build=wheels is not None)
 
 
-def publishing_wheels(wheels: WheelSet | None, installed: Installed | None) -> threading.Thread | None:
+def publishing_wheels(
+    wheels: WheelSet | None, installed: Installed | None
+) -> threading.Thread | None:
     """Publish a wheel set this session built, in its own thread while the worker trains."""
     if wheels is None or installed is None or installed.built is None:
         return None
@@ -162,7 +164,9 @@ def _publish_wheels(wheels: WheelSet, built: Path) -> None:
     if key is None:
         log.warning("the wheel set is not published: no key; the next session builds it again")
         return
-    dataset = WheelSetDataset(KaggleAccount(wheels.username, key, production_client), wheels.dataset)
+    dataset = WheelSetDataset(
+        KaggleAccount(wheels.username, key, production_client), wheels.dataset
+    )
     try:
         dataset.publish(built)
     except (Transient, Rejected, KaggleNotFound) as exc:

@@ -129,7 +129,9 @@ def install_requirements(
         if problem is None:
             log.info("requirements installed offline from the wheel set at %s", folder)
             return Installed(OFFLINE, time.monotonic() - started)
-        log.warning("the wheel set at %s is not usable: %s; installing from the index", folder, problem)
+        log.warning(
+            "the wheel set at %s is not usable: %s; installing from the index", folder, problem
+        )
         break
     if build:
         target = Path(tempfile.mkdtemp(prefix="baton-wheels-")) / "wheels"

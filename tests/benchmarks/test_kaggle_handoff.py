@@ -9,7 +9,9 @@ from pathlib import Path
 from tests.benchmarks.conftest import EntryPoint
 
 
-def test_both_transports_and_both_installs_run_and_report(entry_point: EntryPoint, tmp_path: Path) -> None:
+def test_both_transports_and_both_installs_run_and_report(
+    entry_point: EntryPoint, tmp_path: Path
+) -> None:
     out = tmp_path / "handoff.json"
     # 1 GB stands for 1 MB on disk; every emulated duration divided by 1000.
     printed = entry_point(

@@ -31,7 +31,9 @@ class PackageIndex:
     def page(self) -> bytes:
         """The find-links page: one link per distribution."""
         names = sorted(p.name for p in self.folder.iterdir() if p.is_file()) if self.folder else []
-        links = "".join(f'<a href="/{PREFIX}/{html.escape(n)}">{html.escape(n)}</a>\n' for n in names)
+        links = "".join(
+            f'<a href="/{PREFIX}/{html.escape(n)}">{html.escape(n)}</a>\n' for n in names
+        )
         return f"<html><body>\n{links}</body></html>\n".encode()
 
     def download(self, name: str) -> bytes | None:

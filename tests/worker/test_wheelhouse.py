@@ -46,7 +46,9 @@ def _installed(tmp_path: Path) -> set[str]:
 
 def _built_set(tmp_path: Path, index: Path) -> Path:
     built = install_requirements([REQUIREMENT], [], build=True)
-    assert built is not None and built.how == BUILT and built.built is not None
+    assert built is not None
+    assert built.how == BUILT
+    assert built.built is not None
     return built.built
 
 
@@ -62,7 +64,8 @@ def test_a_session_builds_a_set_that_a_later_one_installs_from_with_the_index_go
     for dist in (tmp_path / "site").iterdir():
         dist.rename(tmp_path / f"old-{dist.name}")
     installed = install_requirements([REQUIREMENT], [tmp_path / "nothing-here", built], build=True)
-    assert installed is not None and installed.how == OFFLINE and installed.built is None
+    assert installed is not None
+    assert (installed.how, installed.built) == (OFFLINE, None)
     assert _installed(tmp_path) == {"baton_wheel_req-1.0"}
 
 
@@ -82,8 +85,10 @@ def test_a_set_for_another_interpreter_or_other_requirements_falls_back_to_the_i
     (built / WHEELSET_FILE).write_text(json.dumps(described))
     with caplog.at_level(logging.WARNING, "worker.wheelhouse"):
         installed = install_requirements([REQUIREMENT], [built], build=False)
-    assert installed is not None and installed.how == INDEX
-    assert reason in caplog.text and "installing from the index" in caplog.text
+    assert installed is not None
+    assert installed.how == INDEX
+    assert reason in caplog.text
+    assert "installing from the index" in caplog.text
 
 
 def test_a_partial_set_falls_back_to_building_a_new_one(
@@ -94,7 +99,8 @@ def test_a_partial_set_falls_back_to_building_a_new_one(
         wheel.unlink()
     with caplog.at_level(logging.WARNING, "worker.wheelhouse"):
         installed = install_requirements([REQUIREMENT], [built], build=True)
-    assert installed is not None and installed.how == BUILT
+    assert installed is not None
+    assert installed.how == BUILT
     assert "pip cannot install from it" in caplog.text
 
 

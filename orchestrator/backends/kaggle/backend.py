@@ -116,7 +116,9 @@ def wheelset_slug(requirements: Sequence[str], docker_image: str | None) -> str:
     with the same ones on the same image. The image stands for the Python version and platform,
     which only a session can read: the set itself records them, and a session on another
     interpreter builds it again (worker/wheelhouse.py)."""
-    key = "\n".join([docker_image or "kaggle-default", *sorted(" ".join(r.split()) for r in requirements)])
+    key = "\n".join(
+        [docker_image or "kaggle-default", *sorted(" ".join(r.split()) for r in requirements)]
+    )
     return f"{WHEELSET_PREFIX}{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 

@@ -20,8 +20,8 @@ from tests.factories import (
     make_settings,
     reference_digest,
     running_api,
-    wheel_file,
     wait_finished,
+    wheel_file,
 )
 from tests.kaggle_emulator import start_emulator
 from worker.kaggle_access.chaining import SECRET_LABEL
@@ -90,11 +90,13 @@ def test_the_first_session_builds_the_wheel_set_and_later_ones_install_offline(
     assert ["built" in rows[0], "offline" in rows[1], "offline" in rows[2]] == [True] * 3
     # Downloaded by session 0 only (resolved, then built): nothing once the set was mounted.
     downloads = emulator.state.packages.downloads
-    assert downloads and all(name.startswith("baton_tiny_req-") for name, _ in downloads)
+    assert downloads
+    assert all(name.startswith("baton_tiny_req-") for name, _ in downloads)
     assert all(at < sessions[1].started_at for _, at in downloads), (downloads, sessions[1])
     # The set is a private dataset of the account, named from the requirements and the image.
     wheels = emulator.dataset(f"alice/{wheelset_slug([REQUIREMENT], None)}")
-    assert wheels is not None and wheels.versions
+    assert wheels is not None
+    assert wheels.versions
     # The uninterrupted run: one session, no self-stops (they never touch the model).
     reference = reference_digest({**spec, "config": {}}, tmp_path / "reference")
     assert committed[-1]["checkpoint"]["model_digest"] == reference
