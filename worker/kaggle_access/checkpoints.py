@@ -313,7 +313,7 @@ class CheckpointDataset:
         if result is not None:
             shutil.copyfile(result, folder / result_name(expect.segment_index))
         upload_folder(
-            self.account, self.slug, folder, version_notes(archive.name), exists=exists, busy=busy
+            self.account, self.ref, folder, version_notes(archive.name), exists=exists, busy=busy
         )
 
     def find_segment(self, segment_index: int) -> int | None:
@@ -361,13 +361,13 @@ class CheckpointDataset:
 
 
 def upload_folder(
-    account: KaggleAccount, slug: str, folder: Path, notes: str, *, exists: bool, busy: bool
+    account: KaggleAccount, ref: str, folder: Path, notes: str, *, exists: bool, busy: bool
 ) -> None:
-    """Send every file of `folder` as the first version of the private dataset `slug` or, where
-    it `exists`, as its next version, through the official client. DatasetExists where a create
-    finds it there already, Transient where Kaggle asks to try again, Rejected otherwise."""
-    ref = f"{account.username}/{slug}"
-    metadata = {"id": ref, "title": slug, "licenses": [{"name": "CC0-1.0"}]}
+    """Send every file of `folder` as the first version of the private dataset `ref`
+    (owner/slug) or, where it `exists`, as its next version, through the official client.
+    DatasetExists where a create finds it there already, Transient where Kaggle asks to try
+    again, Rejected otherwise."""
+    metadata = {"id": ref, "title": ref.partition("/")[2], "licenses": [{"name": "CC0-1.0"}]}
     (folder / "dataset-metadata.json").write_text(json.dumps(metadata))
     if exists:
         response = account.transfer(

@@ -49,6 +49,4 @@ class WheelSetDataset:
         """Send the built set as the dataset's first version, or as a new one where an older
         set (another interpreter's) is there: the newest version is the one mounted."""
         dataset = self._dataset()
-        upload_folder(
-            self.account, self.slug, folder, NOTES, exists=dataset is not None, busy=False
-        )
+        upload_folder(self.account, self.ref, folder, NOTES, exists=dataset is not None, busy=False)
