@@ -155,9 +155,9 @@ def publishing_wheels(
 
 def _publish_wheels(wheels: WheelSet, built: Path) -> None:
     ensure_kaggle_client()
-    from worker.boundary.errors import Rejected, Transient
+    from worker.boundary.errors import Gone, Rejected, Transient
     from worker.kaggle_access.chaining import secret_key
-    from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, production_client
+    from worker.kaggle_access.client import KaggleAccount, production_client
     from worker.kaggle_access.wheels import WheelSetDataset
 
     key = secret_key()
@@ -169,7 +169,7 @@ def _publish_wheels(wheels: WheelSet, built: Path) -> None:
     )
     try:
         dataset.publish(built)
-    except (Transient, Rejected, KaggleNotFound) as exc:
+    except (Transient, Rejected, Gone) as exc:  # the backend error contract, whole
         log.warning("the wheel set is not published (%s); the next session builds it again", exc)
         return
     log.info("published the wheel set as %s", dataset.ref)

@@ -254,8 +254,8 @@ class KaggleBackend:
                 # The session publishes its checkpoint itself (worker/kaggle_access/publish.py).
                 slug = checkpoint_slug(spec.job_id, spec.segment_index)
                 publish = Publish(self.account.username, slug)
-            kernel_options = replace(
-                self._kernel_options(push, dataset.slug, checkpoint_file, publish), wheels=wheels
+            kernel_options = self._kernel_options(
+                push, dataset.slug, checkpoint_file, publish, wheels
             )
             return kernel_source(request.launch_id, spec, kernel_options, code)
 
@@ -384,6 +384,7 @@ class KaggleBackend:
         dataset_slug: str | None = None,
         checkpoint_file: str | None = None,
         publish: Publish | None = None,
+        wheels: WheelSet | None = None,
     ) -> KernelOptions:
         """What the kernel script needs besides its segment; no secrets, ever."""
         slug = dataset_slug or self.dataset.slug
@@ -418,6 +419,7 @@ class KaggleBackend:
             chain=chain,
             control=control,
             publish=publish,
+            wheels=wheels,
         )
 
     def _checkpoint_mount(self, mount_layout: str | None, dataset_slug: str) -> str | None:
