@@ -133,10 +133,27 @@ def install_job(options: KernelOptions, root: Path) -> Installed | None:
     """The job's requirements, from their wheel set where one is mounted (worker/wheelhouse.py);
     a session without one builds it where it could publish it."""
     wheels = options.wheels
-    mounted = _mounts(SessionPaths(root).input, wheels.dataset) if wheels is not None else []
-    if wheels is not None and wheels.attached and not mounted:
-        log.warning("the wheel set %s is not mounted; installing from the index", wheels.dataset)
-    return install_job_requirements(options.requirements, mounted, build=wheels is not None)
+    if wheels is None or not options.requirements:
+        return install_job_requirements(options.requirements, [], build=False)
+    mounted = _mounts(SessionPaths(root).input, wheels.dataset)
+    if wheels.attached and not mounted:
+        log.warning("the wheel set %s is not mounted", wheels.dataset)
+    return install_job_requirements(options.requirements, mounted, build=_can_publish())
+
+
+def _can_publish() -> bool:
+    """Whether a wheel set built here could be published: building one no later session can
+    mount would only add its resolving to this session's install."""
+    # (No Kaggle client needed: the Secret is read through Kaggle's own kaggle_secrets.)
+    from worker.kaggle_access.secrets import SECRET_LABEL, read_secret
+
+    if read_secret(SECRET_LABEL) is None:
+        log.warning(
+            "no Kaggle Secret %s: a wheel set could not be published, so none is built",
+            SECRET_LABEL,
+        )
+        return False
+    return True
 
 
 def publishing_wheels(
@@ -270,10 +287,9 @@ def owner_listening(
 def _listen(control: KernelControl, launch_id: str, target: Path, done: threading.Event) -> None:
     # Imported only here: the Kaggle client code is needed only by a kernel that listens.
     ensure_kaggle_client()
-    from worker.kaggle_access.chaining import SECRET_LABEL
     from worker.kaggle_access.client import KaggleAccount, production_client
     from worker.kaggle_access.control import ControlDataset, KaggleControlSource
-    from worker.kaggle_access.secrets import read_secret
+    from worker.kaggle_access.secrets import SECRET_LABEL, read_secret
 
     key = read_secret(SECRET_LABEL)
     if key is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import logging
 import os
 import subprocess
 import tarfile
@@ -31,7 +32,7 @@ from tests.support.segments import make_spec, next_spec
 from worker.accelerator import EMULATED_ENV
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
 from worker.boundary.errors import Transient
-from worker.boundary.kernel_options import KernelControl, KernelOptions, Publish
+from worker.boundary.kernel_options import KernelControl, KernelOptions, Publish, WheelSet
 from worker.boundary.launch_id import LaunchId
 from worker.boundary.manifest import verify_checkpoint
 from worker.boundary.paths import MANIFEST_FILE, RESUME_PATH, SessionPaths
@@ -43,6 +44,7 @@ from worker.kaggle_access.control import ControlDataset
 from worker.kaggle_session import (
     ensure_kaggle_client,
     find_mounted_checkpoint,
+    install_job,
     install_requirements,
     kaggle_root,
     prepare_session,
@@ -52,6 +54,7 @@ from worker.kaggle_session import (
 )
 from worker.proctime import process_start_time
 from worker.runtime import EXIT_COMMITTED, EXIT_FAILED, EXIT_REJECTED
+from worker.wheelhouse import INDEX
 
 ARCHIVE = "checkpoint-s00000-step10-abc.tar"
 
@@ -491,6 +494,26 @@ def test_requirements_that_cannot_be_installed_fail_the_session_before_it_trains
     with pytest.raises(subprocess.CalledProcessError):
         run_kaggle_segment(_segment(make_spec()), options, b"")
     assert not SessionPaths(root).result.exists()
+
+
+def test_without_the_secret_no_wheel_set_is_built_and_the_index_installs_as_before(
+    kaggle_session: KaggleSession, pip_target: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A set this session could not publish would serve no later session: building it would
+    only add its resolving to the install."""
+    wheel_file(pip_target.parent / "wheels", "baton-demo-requirement", "1.0")
+    options = KernelOptions(
+        checkpoint_dataset=SLUG,
+        requirements=["baton-demo-requirement"],
+        wheels=WheelSet("alice", "baton-wheels-0123456789abcdef"),
+    )
+    with caplog.at_level(logging.WARNING):
+        installed = install_job(options, kaggle_session("kaggle"))
+    assert installed is not None
+    assert installed.how == INDEX
+    assert installed.built is None
+    assert "so none is built" in caplog.text
+    assert _installed(pip_target) == {"baton_demo_requirement-1.0"}
 
 
 def test_no_requirements_install_nothing(pip_target: Path) -> None:

@@ -28,11 +28,11 @@ from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpo
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, production_client
 from worker.kaggle_access.kernel_script import kernel_source
 from worker.kaggle_access.kernels import JobKernel, KernelPush
+from worker.kaggle_access.secrets import SECRET_LABEL as SECRET_LABEL  # re-exported
 from worker.kaggle_access.secrets import read_secret
 from worker.kaggle_access.successor import checkpoint_source, quota_left, successor_seconds
 from worker.kaggle_access.wheels import WheelSetDataset
 
-SECRET_LABEL = "BATON_KAGGLE_KEY"
 # Publishing retries are spaced (Kaggle rate-limits): from the first delay, doubling to the cap,
 # or as long as a 429's Retry-After asks.
 RETRY_SECONDS = 2.0
