@@ -28,6 +28,15 @@ Figures per size and transport:
   and as counted: in-kernel they are the output's metadata files, which do not grow with the
   checkpoint, so the scaled figure overstates them by the size scale);
 - the share of session 0 spent publishing (the in-kernel transport's upload; 0 for today's path).
+
+Then, in the same run, the start-up the wheel set saves (docs/kaggle.md, "Requirements"): one
+three-session job with one requirement (a one-file package built here, served by the emulator's
+package index, each download charged `package_download_seconds`, 35 s / time factor), twice side
+by side: today's install (`wheel_set: false`: every session pip-installs from the index) and the
+wheel set (session 0 builds and publishes it, later sessions install offline). Per session: how
+it installed, the seconds its install took as measured, the downloads the index counted, and the
+install projected to real scale (measured + each download's 35 s less its scaled charge); then
+the start-up saved per later session, both ways.
 """
 
 from __future__ import annotations
@@ -40,9 +49,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.backends.kaggle.backend import kernel_slug
-from tests.factories import kaggle_spec, make_settings, running_api, wait_finished
+from tests.factories import kaggle_spec, make_settings, running_api, wait_finished, wheel_file
 from tests.kaggle_emulator import start_emulator
-from tests.kaggle_emulator.options import scaled_costs
+from tests.kaggle_emulator.options import COSTS, scaled_costs
 from worker.kaggle_access.chaining import SECRET_LABEL
 
 GB = 10**9
@@ -110,6 +119,101 @@ def run_one(
     }
 
 
+REQUIREMENT = "baton-bench-req"
+REQUIREMENT_SESSIONS = 3
+
+
+def run_requirements(root: Path, wheel_set: bool, time_factor: float) -> list[dict[str, Any]]:
+    """One job of three sessions with one requirement; per session, how it was installed."""
+    costs = scaled_costs(time_factor)
+    costs.pop("working_bytes_cap")
+    wheel_file(root / "pypi", REQUIREMENT, "1.0")
+    spec = kaggle_spec(
+        {
+            "enable_internet": True,
+            "requirements": [REQUIREMENT],
+            "wheel_set": wheel_set,
+            "chain_reserve_seconds": 10.0,
+            "keep_versions": 1,
+        },
+        total_steps=REQUIREMENT_SESSIONS * STEPS,
+        config={"step_sleep": 0.01, "stop_every_steps": STEPS},
+        session={"limit_seconds": 300, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+    )
+    with start_emulator(
+        root / "kaggle", queue_seconds=0.2, package_index=root / "pypi", **costs
+    ) as emulator:
+        settings = make_settings(root / "data")
+        with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
+            api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+            job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
+        kernel = f"alice/{kernel_slug(job_id)}"
+        emulator.set_secret("alice", SECRET_LABEL, "alice-key")
+        emulator.attach_secret(kernel, SECRET_LABEL)
+        with running_api(settings, kaggle_url=emulator.url) as api:
+            job = wait_finished(api, job_id, timeout=900)
+            segments = api.get(f"/api/v1/jobs/{job_id}/segments").json()
+        sessions = emulator.sessions(kernel)
+        downloads = [at for _, at in emulator.state.packages.downloads]
+    if job["state"] != "succeeded":
+        raise SystemExit(f"the requirements job (wheel_set {wheel_set}) failed: {job}")
+    charge = float(costs["package_download_seconds"])
+    rows = []
+    committed = [seg for seg in segments if seg["state"] == "succeeded"]
+    for seg, session in zip(committed, sessions, strict=False):
+        timings = seg["timings"] or {}
+        end = session.ended_at if session.ended_at is not None else float("inf")
+        fetched = sum(1 for at in downloads if (session.started_at or 0.0) <= at <= end)
+        seconds = float(timings.get("install") or 0.0)
+        rows.append(
+            {
+                "wheel_set": wheel_set,
+                "session": seg["index"],
+                "install_from": timings.get("install_from"),
+                "install_seconds": seconds,
+                "downloads": fetched,
+                "install_seconds_real": seconds
+                + fetched * (COSTS["package_download_seconds"] - charge),
+            }
+        )
+    return rows
+
+
+def print_requirements(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The side-by-side table, and the start-up saved per later session (measured, real)."""
+    print(
+        f"requirements: pip from the index charged {COSTS['package_download_seconds']:g} s a "
+        f"download at real scale"
+    )
+    print(
+        f"{'session':>7} {'today':>8} {'s':>6} {'dl':>3} {'real s':>7}   "
+        f"{'wheel set':>9} {'s':>6} {'dl':>3} {'real s':>7}"
+    )
+    today = {r["session"]: r for r in rows if not r["wheel_set"]}
+    wheels = {r["session"]: r for r in rows if r["wheel_set"]}
+    for index in sorted(set(today) & set(wheels)):
+        old, new = today[index], wheels[index]
+        print(
+            f"{index:>7} {old['install_from']:>8} {old['install_seconds']:>6.2f} "
+            f"{old['downloads']:>3} {old['install_seconds_real']:>7.1f}   "
+            f"{new['install_from']:>9} {new['install_seconds']:>6.2f} {new['downloads']:>3} "
+            f"{new['install_seconds_real']:>7.1f}"
+        )
+    later = [i for i in sorted(set(today) & set(wheels)) if i > 0]
+    saved = {"saved_seconds": float("nan"), "saved_seconds_real": float("nan")}
+    if later:
+        for key, field in (
+            ("saved_seconds", "install_seconds"),
+            ("saved_seconds_real", "install_seconds_real"),
+        ):
+            saved[key] = sum(today[i][field] - wheels[i][field] for i in later) / len(later)
+        print(
+            f"start-up saved per session after the first: {saved['saved_seconds']:.2f} s as "
+            f"measured, {saved['saved_seconds_real']:.1f} s projected to real scale"
+        )
+    return saved
+
+
 def boundary_charges(costs: dict[str, float | int], size: float, transport: str | None) -> float:
     """Scaled seconds the emulator charges between two sessions for a checkpoint of `size`
     (tests/kaggle_emulator: `DatasetTiming.processing`, `Links.charge`): the new version's
@@ -135,6 +239,13 @@ def main() -> None:
             for transport in ("orchestrator", "kernel"):
                 root = Path(tmp) / f"{size:g}-{transport}"
                 rows.append(run_one(root, size, transport, args.time_factor, args.size_scale))
+        requirement_rows = [
+            row
+            for wheel_set in (False, True)
+            for row in run_requirements(
+                Path(tmp) / f"requirements-{wheel_set}", wheel_set, args.time_factor
+            )
+        ]
     print(
         f"time factor {args.time_factor:g}, size scale {args.size_scale:g} "
         f"({time.monotonic() - started:.0f} s wall)"
@@ -166,8 +277,14 @@ def main() -> None:
                 f"measured, {shares['push_gap_seconds']:.0%} on the Kaggle side (scaled), "
                 f"{shares['real_gap_seconds']:.0%} projected to real scale"
             )
+    saved = print_requirements(requirement_rows)
     if args.out is not None:
-        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "rows": rows}))
+        document = {
+            "args": vars(args) | {"out": str(args.out)},
+            "rows": rows,
+            "requirements": {"rows": requirement_rows, **saved},
+        }
+        args.out.write_text(json.dumps(document))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ class SessionTimings:
     train: float | None = None
     save: float | None = None
     upload: float | None = None
+    install: float | None = None  # the requirements' pip install, a part of startup
     total: float | None = None
     session: float | None = None  # the backend's wall time for the whole session
     step_ema: float | None = None  # moving average of one training step
@@ -26,6 +27,9 @@ class SessionTimings:
     link_bytes: int | None = None
     # The committed checkpoint's size (its manifest): with `upload`, the rate it was published at.
     checkpoint_bytes: int | None = None
+    # How the session installed the job's requirements ("offline" from the wheel set, "built"
+    # it, "index"; worker/wheelhouse.py); None without requirements.
+    install_from: str | None = None
 
     @classmethod
     def measured(

@@ -140,6 +140,10 @@ class KaggleSpec(BaseModel):
     enable_internet: bool = Field(default=False, strict=True)
     # pip requirements installed at the start of each session (needs enable_internet).
     requirements: list[str] = Field(default_factory=list, max_length=50)
+    # Build the requirements once into a wheel set (a private dataset of the account, shared by
+    # jobs with the same requirements and image) and install later sessions offline from it
+    # (docs/kaggle.md, "Requirements"); false: every session pip-installs from the index.
+    wheel_set: bool = Field(default=True, strict=True)
     dataset_sources: list[str] = Field(default_factory=list, max_length=20)
     kernel_sources: list[str] = Field(default_factory=list, max_length=20)
     model_sources: list[str] = Field(default_factory=list, max_length=20)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import math
 import os
 import socket
 import threading
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -228,3 +231,29 @@ def fast_emulator(root: Path) -> Iterator[Emulator]:
     with start_emulator(root, **FAST_EMULATOR) as running:
         yield running
         assert running.internal_errors == []
+
+
+def wheel_file(folder: Path, name: str, version: str) -> Path:
+    """A pure-Python wheel of one package in `folder` (a folder standing for PyPI, or a
+    find-links folder), for pip to install offline: no test reaches the internet."""
+    package = name.replace("-", "_")
+    info = f"{package}-{version}.dist-info"
+    files = {
+        f"{package}/__init__.py": f'VERSION = "{version}"\n',
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: baton-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = []
+    for path, text in files.items():
+        digest = hashlib.sha256(text.encode()).digest()
+        encoded = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+        record.append(f"{path},sha256={encoded},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{package}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel

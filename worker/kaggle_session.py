@@ -16,6 +16,7 @@ import sys
 import tarfile
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
@@ -24,13 +25,21 @@ from typing import Any
 
 from worker.accelerator import Accelerators, accelerator_problem, visible_accelerators
 from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
-from worker.boundary.kernel_options import KernelControl, KernelOptions
+from worker.boundary.kernel_options import KernelControl, KernelOptions, WheelSet
 from worker.boundary.launch_id import LaunchId
-from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESUME_PATH, SessionPaths
+from worker.boundary.paths import (
+    CHECKPOINT_DIR,
+    MANIFEST_FILE,
+    RESULT_FILE,
+    RESUME_PATH,
+    SessionPaths,
+)
 from worker.control import relay
 from worker.proctime import process_start_time
 from worker.runtime import EXIT_FAILED
 from worker.runtime import main as run_worker
+from worker.wheelhouse import Installed
+from worker.wheelhouse import install_requirements as install_job_requirements
 
 _SEARCH_DEPTH = 4
 # Self-chaining gives up this long before the session's limit, to exit (and keep its output).
@@ -120,6 +129,80 @@ def install_requirements(requirements: list[str]) -> None:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", *requirements], check=True)
 
 
+def install_job(options: KernelOptions, root: Path) -> Installed | None:
+    """The job's requirements, from their wheel set where one is mounted (worker/wheelhouse.py);
+    a session without one builds it where it could publish it."""
+    wheels = options.wheels
+    if wheels is None or not options.requirements:
+        return install_job_requirements(options.requirements, [], build=False)
+    mounted = _mounts(SessionPaths(root).input, wheels.dataset)
+    if wheels.attached and not mounted:
+        log.warning("the wheel set %s is not mounted", wheels.dataset)
+    return install_job_requirements(options.requirements, mounted, build=_can_publish())
+
+
+def _can_publish() -> bool:
+    """Whether a wheel set built here could be published: building one no later session can
+    mount would only add its resolving to this session's install."""
+    # (No Kaggle client needed: the Secret is read through Kaggle's own kaggle_secrets.)
+    from worker.kaggle_access.secrets import SECRET_LABEL, read_secret
+
+    if read_secret(SECRET_LABEL) is None:
+        log.warning(
+            "no Kaggle Secret %s: a wheel set could not be published, so none is built",
+            SECRET_LABEL,
+        )
+        return False
+    return True
+
+
+def publishing_wheels(
+    wheels: WheelSet | None, installed: Installed | None
+) -> threading.Thread | None:
+    """Publish a wheel set this session built, in its own thread while the worker trains."""
+    if wheels is None or installed is None or installed.built is None:
+        return None
+    built = installed.built
+    thread = threading.Thread(
+        target=_publish_wheels, args=(wheels, built), name="baton-wheels", daemon=True
+    )
+    thread.start()
+    return thread
+
+
+def _publish_wheels(wheels: WheelSet, built: Path) -> None:
+    ensure_kaggle_client()
+    from worker.boundary.errors import Gone, Rejected, Transient
+    from worker.kaggle_access.chaining import secret_key
+    from worker.kaggle_access.client import KaggleAccount, production_client
+    from worker.kaggle_access.wheels import WheelSetDataset
+
+    key = secret_key()
+    if key is None:
+        log.warning("the wheel set is not published: no key; the next session builds it again")
+        return
+    dataset = WheelSetDataset(
+        KaggleAccount(wheels.username, key, production_client), wheels.dataset
+    )
+    try:
+        dataset.publish(built)
+    except (Transient, Rejected, Gone) as exc:  # the backend error contract, whole
+        log.warning("the wheel set is not published (%s); the next session builds it again", exc)
+        return
+    log.info("published the wheel set as %s", dataset.ref)
+
+
+def record_install(working: Path, installed: Installed | None) -> None:
+    """Say in result.json how the requirements were installed, and how long it took."""
+    path = working / RESULT_FILE
+    if installed is None or not path.is_file():
+        return
+    result = SegmentResult.read(path)
+    result.timings.install = installed.seconds
+    result.requirements = installed.how
+    result.write(path)
+
+
 def ensure_kaggle_client() -> None:
     """Self-chaining drives Kaggle with the client Baton is built on; older images lack it."""
     try:
@@ -204,10 +287,9 @@ def owner_listening(
 def _listen(control: KernelControl, launch_id: str, target: Path, done: threading.Event) -> None:
     # Imported only here: the Kaggle client code is needed only by a kernel that listens.
     ensure_kaggle_client()
-    from worker.kaggle_access.chaining import SECRET_LABEL
     from worker.kaggle_access.client import KaggleAccount, production_client
     from worker.kaggle_access.control import ControlDataset, KaggleControlSource
-    from worker.kaggle_access.secrets import read_secret
+    from worker.kaggle_access.secrets import SECRET_LABEL, read_secret
 
     key = read_secret(SECRET_LABEL)
     if key is None:
@@ -230,13 +312,15 @@ def run_kaggle_segment(segment: dict[str, Any], raw_options: dict[str, Any], cod
     root = kaggle_root()
     if fail_without_accelerator(segment, options, root):
         return EXIT_FAILED
-    install_requirements(options.requirements)
+    installed = install_job(options, root)
+    wheels = publishing_wheels(options.wheels, installed)
     session = prepare_session(segment, options, root)
     origin = session_origin(options.boot_offset_seconds)
     log.info("session origin %.1f s before this process started", process_start_time() - origin)
     with owner_listening(segment, options, session):
         exit_code = run_worker(["--root", str(session), "--started-at", repr(origin)])
     deadline = origin + float(segment["limit_seconds"]) - EXIT_SECONDS
+    record_install(SessionPaths(root).working, installed)
     if options.publish is not None and exit_code == 0:
         # The in-kernel transport (worker/kaggle_access/publish.py); the client as below.
         ensure_kaggle_client()
@@ -249,4 +333,7 @@ def run_kaggle_segment(segment: dict[str, Any], raw_options: dict[str, Any], cod
         from worker.kaggle_access.chaining import chain
 
         chain(segment, options, code, SessionPaths(root).working, deadline)
+    if wheels is not None:
+        # Started before training; the checkpoint's own publishing went first.
+        wheels.join(timeout=max(0.0, deadline - time.time()))
     return exit_code

@@ -127,6 +127,13 @@ def _moved(transport: str | None, link_bytes: int | None) -> str:
     return f"{where} {human_bytes(link_bytes or 0)}"
 
 
+def _installed(install_from: str | None, seconds: float | None) -> str:
+    """How the session installed the job's requirements (worker/wheelhouse.py), and how long."""
+    if install_from is None:
+        return ""
+    return f"{install_from} {_seconds(seconds)}".strip()
+
+
 def segments_table(segments: Sequence[SegmentOut]) -> Table:
     table = Table(box=None, header_style="bold")
     columns = (
@@ -139,6 +146,7 @@ def segments_table(segments: Sequence[SegmentOut]) -> Table:
         "train s",
         "save s",
         "moved",
+        "reqs",
         "error",
     )
     for column in columns:
@@ -156,6 +164,7 @@ def segments_table(segments: Sequence[SegmentOut]) -> Table:
             _seconds(timings.train if timings else None),
             _seconds(timings.save if timings else None),
             _moved(timings.transport, timings.link_bytes) if timings else "",
+            _installed(timings.install_from, timings.install) if timings else "",
             (seg.error or "").strip().splitlines()[-1][:60] if seg.error else "",
         )
     return table

@@ -145,6 +145,7 @@ def finish(ctx: Context, job: Job, segment: Segment, collected: Collected) -> No
             transport=collected.transport,
             link_bytes=collected.link_bytes,
             checkpoint_bytes=collected.manifest.total_bytes if collected.manifest else None,
+            install_from=result.requirements,
         ).to_json()
         fields |= {"outcome": result.outcome, "timings": timings, "metrics": result.metrics}
     if committed:

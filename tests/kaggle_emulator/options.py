@@ -107,6 +107,10 @@ class EmulatorOptions:
     # and from a running kernel up to Kaggle's storage; None: free (no time charged). Every
     # transferred byte is charged as `link_size_scale` bytes (a benchmark's stand-in sizes).
     # COSTS below holds the public figures; tests scale them.
+    # The package index kernels with internet pip-install from (packages.py): a folder of
+    # distributions (None: an empty index), each download held this long.
+    package_index: Path | None = None
+    package_download_seconds: float = 0.0
     orchestrator_upload_bytes_per_second: float | None = None
     orchestrator_download_bytes_per_second: float | None = None
     session_upload_bytes_per_second: float | None = None
@@ -136,6 +140,9 @@ COSTS = {
     # Private datasets: "over 100 GB" per user (Developing Kaggle Notebooks, 2023, ch. 1).
     "private_storage_bytes": 100 * 10**9,
     "working_bytes_cap": 20 * 10**9,
+    # A session's `pip install` of its requirements from the index: 35 s, a fresh install's
+    # "usual 35 seconds (Colab timings)" (pathwaycom/pathway #26).
+    "package_download_seconds": 35.0,
 }
 
 

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from orchestrator.backends.local import sessions
 from orchestrator.backends.local.supervisor import SessionExit, SessionPlan
+from tests.kaggle_emulator import packages
 from tests.kaggle_emulator.kernel_sessions import KernelSession
 from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
 from worker.accelerator import EMULATED_ENV
@@ -106,6 +107,7 @@ class SupervisedRunner:
                 "KAGGLE_KERNEL_RUN_TYPE": "Batch",
                 # This host has no Kaggle GPU or TPU: say what the session stands in for.
                 EMULATED_ENV: session.machine,
+                **_pip_env(root, session.api_url),
                 **token_env,
             },
             cwd=WORKING_DIR,
@@ -139,6 +141,22 @@ class SupervisedRunner:
             return False
         sessions.cancel_session(session.root)
         return True
+
+
+def _pip_env(root: Path, api_url: str) -> dict[str, str]:
+    """pip in a session: the emulator's package index instead of PyPI (packages.py; a session
+    without internet gets a refusing address, as on Kaggle), no cache (every Kaggle session
+    is a fresh container), and installs into the session's own folder, standing for the
+    image's site-packages: never into the interpreter the tests run with."""
+    return {
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": f"{api_url}/{packages.PREFIX}/",
+        "PIP_NO_CACHE_DIR": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_RETRIES": "0",
+        "PIP_TIMEOUT": "5",
+        "PIP_TARGET": str(root / "site-packages"),
+    }
 
 
 def _link(source: str, target: str) -> None:

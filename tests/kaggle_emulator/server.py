@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from tests.kaggle_emulator import wire
+from tests.kaggle_emulator import packages, wire
 from tests.kaggle_emulator.auth import authenticate
 from tests.kaggle_emulator.calls import RateLimited
 from tests.kaggle_emulator.errors import ApiError
@@ -184,6 +184,9 @@ class _Handler(BaseHTTPRequestHandler):
         if parts == [""]:
             self._send_json(200, {"emulator": "kaggle"})
             return
+        if parts[0] == packages.PREFIX:
+            self._package(parts[1:])
+            return
         if len(parts) < 3 or parts[0] != "files" or parts[1] != self.state.url_secret:
             self._send_json(404, {"code": 404, "message": "Not found"})
             return
@@ -199,6 +202,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.state.links.charge(self.server.link, "down", stat.st_size)
         headers = {"Last-Modified": wire.http_date(stat.st_mtime)}
         self._send(200, path.read_bytes(), "application/octet-stream", headers)
+
+    def _package(self, parts: list[str]) -> None:
+        """The package index (packages.py): its page, or one distribution."""
+        index = self.state.packages
+        if parts in ([], [""]):
+            self._send(200, index.page(), "text/html")
+            return
+        body = index.download("/".join(parts))
+        if body is None:
+            self._send_json(404, {"code": 404, "message": "Not found"})
+            return
+        self._send(200, body, "application/octet-stream")
 
     def _file_for(self, parts: list[str]) -> Path | None:
         with self.state.lock:

@@ -17,6 +17,7 @@ from tests.kaggle_emulator.first_contact import FirstContact
 from tests.kaggle_emulator.kernels import KernelLimits, KernelRegistry
 from tests.kaggle_emulator.links import KAGGLE, ORCHESTRATOR, Links
 from tests.kaggle_emulator.options import EmulatorOptions
+from tests.kaggle_emulator.packages import PackageIndex
 from tests.kaggle_emulator.quota import QuotaWeek
 from tests.kaggle_emulator.runner import SessionRunner
 from tests.kaggle_emulator.user_secrets import UserSecrets
@@ -76,6 +77,8 @@ class EmulatorState:
             },
             options.link_size_scale,
         )
+        # What a kernel with internet installs its requirements from (packages.py).
+        self.packages = PackageIndex(options.package_index, options.package_download_seconds)
         # Where a running kernel reaches the API (its own link); set by the emulator at start.
         self.inside_url: str | None = None
         for user, values in options.user_secrets.items():

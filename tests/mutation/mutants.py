@@ -842,4 +842,17 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="quota waiting",
         ci=True,
     ),
+    Mutant(
+        # A wheel set built for another interpreter is installed from anyway: its binary wheels
+        # fail at import, or pip refuses them, after Kaggle updates its image.
+        "wheelhouse-ignores-the-interpreter",
+        "worker",
+        "worker/wheelhouse.py",
+        '    if described.get("interpreter") != interpreter_tag():\n',
+        "    if False:\n",
+        (
+            "tests/worker/test_wheelhouse.py::test_a_set_for_another_interpreter_or_other_"
+            "requirements_falls_back_to_the_index",
+        ),
+    ),
 )

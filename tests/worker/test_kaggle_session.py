@@ -5,17 +5,15 @@ segment itself) run here in this process, in a folder laid out like /kaggle."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
 import importlib
 import json
+import logging
 import os
 import subprocess
 import tarfile
 import tempfile
 import time
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +23,7 @@ import pytest
 from kagglesdk import kaggle_env
 
 import worker.proctime
-from tests.factories import fast_emulator
+from tests.factories import fast_emulator, wheel_file
 from tests.kaggle_emulator import Emulator
 from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
 from tests.support.kaggle import account_on
@@ -34,7 +32,7 @@ from tests.support.segments import make_spec, next_spec
 from worker.accelerator import EMULATED_ENV
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
 from worker.boundary.errors import Transient
-from worker.boundary.kernel_options import KernelControl, KernelOptions, Publish
+from worker.boundary.kernel_options import KernelControl, KernelOptions, Publish, WheelSet
 from worker.boundary.launch_id import LaunchId
 from worker.boundary.manifest import verify_checkpoint
 from worker.boundary.paths import MANIFEST_FILE, RESUME_PATH, SessionPaths
@@ -46,6 +44,7 @@ from worker.kaggle_access.control import ControlDataset
 from worker.kaggle_session import (
     ensure_kaggle_client,
     find_mounted_checkpoint,
+    install_job,
     install_requirements,
     kaggle_root,
     prepare_session,
@@ -55,6 +54,7 @@ from worker.kaggle_session import (
 )
 from worker.proctime import process_start_time
 from worker.runtime import EXIT_COMMITTED, EXIT_FAILED, EXIT_REJECTED
+from worker.wheelhouse import INDEX
 
 ARCHIVE = "checkpoint-s00000-step10-abc.tar"
 
@@ -340,30 +340,6 @@ def _options(**fields: Any) -> dict[str, Any]:
     return KernelOptions(checkpoint_dataset=SLUG, **fields).to_json()
 
 
-def _wheel(folder: Path, name: str, version: str) -> Path:
-    """A pure-Python wheel of one package, for pip to install offline."""
-    package = name.replace("-", "_")
-    info = f"{package}-{version}.dist-info"
-    files = {
-        f"{package}/__init__.py": f'VERSION = "{version}"\n',
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{info}/WHEEL": (
-            "Wheel-Version: 1.0\nGenerator: baton-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-    }
-    record = []
-    for path, text in files.items():
-        digest = hashlib.sha256(text.encode()).digest()
-        encoded = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-        record.append(f"{path},sha256={encoded},{len(text.encode())}")
-    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
-    wheel = folder / f"{package}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for path, text in files.items():
-            archive.writestr(path, text)
-    return wheel
-
-
 def _installed(site: Path) -> set[str]:
     """The distributions pip installed into `site`, as name-version."""
     return {path.name.removesuffix(".dist-info") for path in site.glob("*.dist-info")}
@@ -433,7 +409,7 @@ def test_two_sessions_end_on_the_uninterrupted_digest_the_second_resuming_from_t
     archive Kaggle serves, end with the digest of one uninterrupted session; the first installs
     its requirements before training, and its clock starts the boot offset `baton kaggle check`
     measured before this process did."""
-    wheel = _wheel(pip_target.parent / "wheels", "baton-demo-requirement", "1.0")
+    wheel = wheel_file(pip_target.parent / "wheels", "baton-demo-requirement", "1.0")
     first = make_spec(total_steps=8, config={"stop_every_steps": 4}, limit_seconds=LONG)
     root = kaggle_session("first", "gpu:1")
     called_at = time.time()
@@ -520,6 +496,26 @@ def test_requirements_that_cannot_be_installed_fail_the_session_before_it_trains
     assert not SessionPaths(root).result.exists()
 
 
+def test_without_the_secret_no_wheel_set_is_built_and_the_index_installs_as_before(
+    kaggle_session: KaggleSession, pip_target: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A set this session could not publish would serve no later session: building it would
+    only add its resolving to the install."""
+    wheel_file(pip_target.parent / "wheels", "baton-demo-requirement", "1.0")
+    options = KernelOptions(
+        checkpoint_dataset=SLUG,
+        requirements=["baton-demo-requirement"],
+        wheels=WheelSet("alice", "baton-wheels-0123456789abcdef"),
+    )
+    with caplog.at_level(logging.WARNING):
+        installed = install_job(options, kaggle_session("kaggle"))
+    assert installed is not None
+    assert installed.how == INDEX
+    assert installed.built is None
+    assert "so none is built" in caplog.text
+    assert _installed(pip_target) == {"baton_demo_requirement-1.0"}
+
+
 def test_no_requirements_install_nothing(pip_target: Path) -> None:
     install_requirements([])
     assert not pip_target.exists()
@@ -546,8 +542,8 @@ def test_an_image_with_an_older_or_unreadable_kaggle_client_gets_the_pinned_one(
     monkeypatch.syspath_prepend(str(image))
     for name, versions in (("kaggle", ("2.2.9", "2.3.0")), ("kagglesdk", ("0.1.40", "0.2.0"))):
         for available in versions:
-            _wheel(pip_target.parent / "wheels", name, available)
-    _wheel(pip_target.parent / "wheels", "six", "1.17.0")
+            wheel_file(pip_target.parent / "wheels", name, available)
+    wheel_file(pip_target.parent / "wheels", "six", "1.17.0")
     ensure_kaggle_client()
     assert _installed(pip_target) == {"kaggle-2.2.9", "kagglesdk-0.1.40", "six-1.17.0"}
 

@@ -150,6 +150,9 @@ class Timings:
     train: float = 0.0  # inside training steps
     save: float = 0.0  # checkpoint commit
     upload: float = 0.0  # publishing the checkpoint (Kaggle); 0 locally
+    # pip-installing the job's requirements before the worker started (Kaggle): a part of
+    # `startup`, which a Kaggle session counts from its origin
+    install: float = 0.0
     total: float = 0.0  # process start until result.json was written
 
 
@@ -168,6 +171,9 @@ class SegmentResult:
     metrics: list[dict[str, float]] = field(default_factory=list)
     model_digest: str | None = None
     error: str | None = None
+    # How the session installed the job's requirements (worker/wheelhouse.py: "offline" from
+    # the wheel set, "built" it, or "index"); None without requirements.
+    requirements: str | None = None
 
     @property
     def committed(self) -> bool:

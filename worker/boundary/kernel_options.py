@@ -50,6 +50,18 @@ class Publish:
 
 
 @dataclass(frozen=True)
+class WheelSet:
+    """Where the job's requirements are kept built as wheels (worker/wheelhouse.py): a private
+    dataset of `username` named from a hash of the requirements and the image. `attached`: the
+    orchestrator mounted a READY version of it, so the session installs offline from it; where
+    none is mounted, a session with internet and the key builds it and publishes it there."""
+
+    username: str
+    dataset: str
+    attached: bool = False
+
+
+@dataclass(frozen=True)
 class KernelOptions:
     checkpoint_dataset: str  # the slug the job's checkpoints are published under
     requirements: list[str] = field(default_factory=list)  # pip-installed before training
@@ -65,6 +77,7 @@ class KernelOptions:
     chain: SelfChain | None = None  # set for self-chaining jobs
     control: KernelControl | None = None  # set where the kernel can hear pause and cancel
     publish: Publish | None = None  # set where the kernel publishes its own checkpoint
+    wheels: WheelSet | None = None  # set where the requirements are kept as a wheel set
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,11 +85,13 @@ class KernelOptions:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> KernelOptions:
         chain, control, publish = data.get("chain"), data.get("control"), data.get("publish")
+        wheels = data.get("wheels")
         return cls(
             **{
                 **data,
                 "chain": SelfChain(**chain) if chain else None,
                 "control": KernelControl(**control) if control else None,
                 "publish": Publish(**publish) if publish else None,
+                "wheels": WheelSet(**wheels) if wheels else None,
             }
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
-from worker.boundary.errors import Rejected, Transient
+from worker.boundary.errors import Gone, Rejected, Transient
 from worker.boundary.kernel_options import KernelOptions
 from worker.boundary.launch_id import LaunchId
 from worker.boundary.manifest import read_manifest
@@ -28,10 +28,11 @@ from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpo
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, production_client
 from worker.kaggle_access.kernel_script import kernel_source
 from worker.kaggle_access.kernels import JobKernel, KernelPush
+from worker.kaggle_access.secrets import SECRET_LABEL as SECRET_LABEL  # re-exported
 from worker.kaggle_access.secrets import read_secret
 from worker.kaggle_access.successor import checkpoint_source, quota_left, successor_seconds
+from worker.kaggle_access.wheels import WheelSetDataset
 
-SECRET_LABEL = "BATON_KAGGLE_KEY"
 # Publishing retries are spaced (Kaggle rate-limits): from the first delay, doubling to the cap,
 # or as long as a 429's Retry-After asks.
 RETRY_SECONDS = 2.0
@@ -116,6 +117,7 @@ def chain(
         push = replace(
             push, timeout_seconds=seconds, dataset_sources=[source_ref, *push.dataset_sources]
         )
+        next_options, push = mount_wheel_set(account, next_options, push)
         launch_id = str(LaunchId(spec.job_id, spec.segment_index))
         source = kernel_source(launch_id, spec, next_options, code)
         JobKernel(account, link.kernel_slug).push(source, push)
@@ -124,3 +126,25 @@ def chain(
         )
     except (Transient, Rejected, KaggleNotFound) as exc:
         log.warning("self-chaining stopped: %s; the orchestrator chains", exc)
+
+
+def mount_wheel_set(
+    account: KaggleAccount, options: KernelOptions, push: KernelPush
+) -> tuple[KernelOptions, KernelPush]:
+    """The successor's options and push, mounting the job's wheel set once it is READY (a set
+    this chain built after the orchestrator's push), for it and every successor after it."""
+    wheels, link = options.wheels, options.chain
+    if wheels is None or wheels.attached or link is None:
+        return options, push
+    try:
+        ready = WheelSetDataset(account, wheels.dataset).ready()
+    except (Transient, Rejected, Gone) as exc:
+        log.info("the wheel set could not be looked up (%s); the successor builds it", exc)
+        return options, push
+    if not ready:
+        return options, push
+    ref = f"{wheels.username}/{wheels.dataset}"
+    sources = [*link.push.get("dataset_sources", []), ref]
+    chained = replace(link, push={**link.push, "dataset_sources": sources})
+    attached = replace(options, wheels=replace(wheels, attached=True), chain=chained)
+    return attached, replace(push, dataset_sources=[*push.dataset_sources, ref])

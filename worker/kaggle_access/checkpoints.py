@@ -312,31 +312,9 @@ class CheckpointDataset:
         (folder / archive.name).hardlink_to(archive)
         if result is not None:
             shutil.copyfile(result, folder / result_name(expect.segment_index))
-        metadata = {
-            "id": self.ref,
-            "title": self.slug,
-            "licenses": [{"name": "CC0-1.0"}],
-        }
-        (folder / "dataset-metadata.json").write_text(json.dumps(metadata))
-        notes = version_notes(archive.name)
-        if exists:
-            response = self.account.transfer(
-                "CreateDatasetVersion",
-                lambda api: api.dataset_create_version(str(folder), notes, quiet=True),
-                busy_403=busy,
-            )
-        else:
-            response = self.account.transfer(
-                "CreateDataset",
-                lambda api: api.dataset_create_new(str(folder), public=False, quiet=True),
-            )
-        error = getattr(response, "error", None)
-        if error:
-            if not exists and _EXISTS_ERROR.search(error):
-                raise DatasetExists(f"{self.ref} exists already: adopting it ({error})")
-            if _TRANSIENT_ERROR.search(error):
-                raise Transient(f"publishing to {self.ref}: {error}")
-            raise Rejected(f"Kaggle refused to publish to {self.ref}: {error}")
+        upload_folder(
+            self.account, self.ref, folder, version_notes(archive.name), exists=exists, busy=busy
+        )
 
     def find_segment(self, segment_index: int) -> int | None:
         """The ready version a self-chaining segment published its checkpoint and result in."""
@@ -380,6 +358,35 @@ class CheckpointDataset:
         for entry in raw.rglob(result_name(segment_index)):
             shutil.copyfile(entry, target / RESULT_FILE)
         shutil.rmtree(raw, ignore_errors=True)
+
+
+def upload_folder(
+    account: KaggleAccount, ref: str, folder: Path, notes: str, *, exists: bool, busy: bool
+) -> None:
+    """Send every file of `folder` as the first version of the private dataset `ref`
+    (owner/slug) or, where it `exists`, as its next version, through the official client.
+    DatasetExists where a create finds it there already, Transient where Kaggle asks to try
+    again, Rejected otherwise."""
+    metadata = {"id": ref, "title": ref.partition("/")[2], "licenses": [{"name": "CC0-1.0"}]}
+    (folder / "dataset-metadata.json").write_text(json.dumps(metadata))
+    if exists:
+        response = account.transfer(
+            "CreateDatasetVersion",
+            lambda api: api.dataset_create_version(str(folder), notes, quiet=True),
+            busy_403=busy,
+        )
+    else:
+        response = account.transfer(
+            "CreateDataset",
+            lambda api: api.dataset_create_new(str(folder), public=False, quiet=True),
+        )
+    error = getattr(response, "error", None)
+    if error:
+        if not exists and _EXISTS_ERROR.search(error):
+            raise DatasetExists(f"{ref} exists already: adopting it ({error})")
+        if _TRANSIENT_ERROR.search(error):
+            raise Transient(f"publishing to {ref}: {error}")
+        raise Rejected(f"Kaggle refused to publish to {ref}: {error}")
 
 
 def _read_marker(marker: Path) -> tuple[int, float, bool, bool]:

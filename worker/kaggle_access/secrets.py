@@ -6,6 +6,9 @@ import importlib
 import logging
 
 log = logging.getLogger(__name__)
+# The Secret a user attaches with their Kaggle key, for what a kernel does through the API itself
+# (self-chaining, the in-kernel transport, the wheel set, hearing pause and cancel).
+SECRET_LABEL = "BATON_KAGGLE_KEY"
 # What kaggle_secrets raises for a secret that is not attached, not allowed or not reachable.
 _REFUSALS = ("CredentialError", "BackendError", "ValidationError")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import math
@@ -42,7 +43,13 @@ from worker.accelerator import Accelerators
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult
 from worker.boundary.errors import AccountRefused
 from worker.boundary.heartbeat import Heartbeat
-from worker.boundary.kernel_options import KernelControl, KernelOptions, Publish, SelfChain
+from worker.boundary.kernel_options import (
+    KernelControl,
+    KernelOptions,
+    Publish,
+    SelfChain,
+    WheelSet,
+)
 from worker.boundary.launch_id import LaunchId
 from worker.boundary.manifest import (
     CorruptCheckpoint,
@@ -74,6 +81,7 @@ from worker.kaggle_access.kernels import (
     PushRefused,
 )
 from worker.kaggle_access.sources import check_dataset_sources
+from worker.kaggle_access.wheels import WheelSetDataset
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +93,7 @@ STALE_AFTER_SECONDS = 900.0
 VERSION_FOLDER = re.compile(r"/versions/\d+/?$")
 # A downloaded checkpoint that fails verification is fetched again this many times.
 DOWNLOAD_ATTEMPTS = 3
+WHEELSET_PREFIX = "baton-wheels-"
 # Fresh slugs one launch may move to when Kaggle answers "Notebook not found" (a shell).
 MAX_FRESH_SLUGS = 3
 
@@ -100,6 +109,21 @@ def dataset_slug(job_id: str) -> str:
 def checkpoint_slug(job_id: str, segment_index: int) -> str:
     """The dataset holding one checkpoint, the one segment `segment_index` committed."""
     return f"{dataset_slug(job_id)}-s{segment_index}"
+
+
+def wheelset_slug(requirements: Sequence[str], docker_image: str | None) -> str:
+    """The dataset a job's requirements are kept built in, shared by every job of the account
+    with the same ones on the same image. The image stands for the Python version and platform,
+    which only a session can read: the set itself records them, and a session on another
+    interpreter builds it again (worker/wheelhouse.py)."""
+    key = "\n".join(
+        [docker_image or "kaggle-default", *sorted(" ".join(r.split()) for r in requirements)]
+    )
+    return f"{WHEELSET_PREFIX}{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def _is_wheel_set(source: str) -> bool:
+    return source.partition("/")[2].startswith(WHEELSET_PREFIX)
 
 
 def segment_of(launch_id: str) -> int:
@@ -214,6 +238,11 @@ class KaggleBackend:
                 ],
             )
             checkpoint_file = published.file_name
+        wheels = self._wheel_set()
+        if wheels is not None and wheels.attached:
+            # Unpinned: the newest version is the set built for Kaggle's current image.
+            wheel_source = f"{wheels.username}/{wheels.dataset}"
+            push = replace(push, dataset_sources=[*push.dataset_sources, wheel_source])
         code = code_archive(spec.trainer, self.trainer_paths)
         if self._listens:
             self.control.prepare()
@@ -225,7 +254,9 @@ class KaggleBackend:
                 # The session publishes its checkpoint itself (worker/kaggle_access/publish.py).
                 slug = checkpoint_slug(spec.job_id, spec.segment_index)
                 publish = Publish(self.account.username, slug)
-            kernel_options = self._kernel_options(push, dataset.slug, checkpoint_file, publish)
+            kernel_options = self._kernel_options(
+                push, dataset.slug, checkpoint_file, publish, wheels
+            )
             return kernel_source(request.launch_id, spec, kernel_options, code)
 
         pushed = self._push(source, push)
@@ -242,12 +273,23 @@ class KaggleBackend:
             # The session runs without its checkpoint, and its worker rejects it at once. Later
             # pushes name the dataset unpinned; the manifest check guards against staleness.
             self.findings.update(pinned_sources=False)
-        elif pushed.invalid_sources:
+        elif invalid := [s for s in pushed.invalid_sources if not _is_wheel_set(s)]:
+            # (An unmountable wheel set only costs the session a pip install from the index.)
             raise Rejected(
-                f"Kaggle could not mount {', '.join(pushed.invalid_sources)}; the session "
+                f"Kaggle could not mount {', '.join(invalid)}; the session "
                 f"started without them and may run on: stop it at {self.kernel.url}"
             )
         return handle.encode()
+
+    def _wheel_set(self) -> WheelSet | None:
+        """The job's wheel set, attached where a READY version exists (one GetDataset call); a
+        session given one unattached builds and publishes it. None: no requirements, or the
+        spec turned wheel sets off."""
+        if not self.options.requirements or not self.options.wheel_set:
+            return None
+        slug = wheelset_slug(self.options.requirements, self.options.docker_image)
+        ready = WheelSetDataset(self.account, slug).ready()
+        return WheelSet(self.account.username, slug, attached=ready)
 
     def _push(self, source: Callable[[], str], push: KernelPush) -> PushedVersion:
         """Push under the job's slug; where Kaggle left that slug an empty shell (a refused first
@@ -342,6 +384,7 @@ class KaggleBackend:
         dataset_slug: str | None = None,
         checkpoint_file: str | None = None,
         publish: Publish | None = None,
+        wheels: WheelSet | None = None,
     ) -> KernelOptions:
         """What the kernel script needs besides its segment; no secrets, ever."""
         slug = dataset_slug or self.dataset.slug
@@ -376,6 +419,7 @@ class KaggleBackend:
             chain=chain,
             control=control,
             publish=publish,
+            wheels=wheels,
         )
 
     def _checkpoint_mount(self, mount_layout: str | None, dataset_slug: str) -> str | None:

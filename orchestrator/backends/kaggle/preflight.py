@@ -46,9 +46,9 @@ from orchestrator.preflight import Outcome
 from orchestrator.preflight import Report as PreflightReport
 from worker.boundary.errors import AccountRefused
 from worker.boundary.paths import INPUT_DIR
-from worker.kaggle_access.chaining import SECRET_LABEL
 from worker.kaggle_access.client import KaggleAccount, KaggleAuthError
 from worker.kaggle_access.kernels import JobKernel, KernelPush, KernelStatus, PushDeferred
+from worker.kaggle_access.secrets import SECRET_LABEL
 from worker.kaggle_probe import REPORT_FILE
 
 MARKER = "baton-preflight.txt"

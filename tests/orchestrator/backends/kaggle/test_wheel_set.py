@@ -1,0 +1,113 @@
+"""Requirements without a pip download each session (issue 18): the first session builds the
+job's requirements into a wheel set and publishes it; every later session mounts it and installs
+offline, downloading nothing (counted by the emulator's package index), and the chained job still
+ends on the uninterrupted digest. The requirement is a tiny package built here: no test reaches
+the internet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from orchestrator.backends.kaggle.backend import kernel_slug, wheelset_slug
+from orchestrator.cli.render import segments_table
+from orchestrator.wire import SegmentOut
+from tests.factories import (
+    kaggle_spec,
+    make_settings,
+    reference_digest,
+    running_api,
+    wait_finished,
+    wheel_file,
+)
+from tests.kaggle_emulator import start_emulator
+from worker.kaggle_access.chaining import SECRET_LABEL
+
+pytestmark = pytest.mark.slow
+
+REQUIREMENT = "baton-tiny-req"
+STEPS_PER_SESSION = 4
+
+
+def _job(wheel_set: bool) -> dict[str, Any]:
+    """Three sessions of 4 steps each, with one requirement."""
+    return kaggle_spec(
+        {
+            "enable_internet": True,
+            "requirements": [REQUIREMENT],
+            "wheel_set": wheel_set,
+            "chain_reserve_seconds": 10.0,
+            "keep_versions": 1,
+        },
+        total_steps=3 * STEPS_PER_SESSION,
+        config={"step_sleep": 0.01, "stop_every_steps": STEPS_PER_SESSION},
+        session={"limit_seconds": 120, "margin": {"k_steps": 2.0, "safety_seconds": 0.5}},
+    )
+
+
+def _chain(tmp_path: Path, spec: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Any], Any]:
+    """Run the job on the emulator; its committed segments, sessions, and the emulator."""
+    wheel_file(tmp_path / "pypi", REQUIREMENT, "0.1")
+    with start_emulator(
+        tmp_path / "kaggle",
+        queue_seconds=0.2,
+        dataset_processing_seconds=0.3,
+        package_index=tmp_path / "pypi",
+        package_download_seconds=0.2,
+    ) as emulator:
+        settings = make_settings(tmp_path / "data")
+        with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
+            api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+            job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
+        kernel = f"alice/{kernel_slug(job_id)}"
+        emulator.set_secret("alice", SECRET_LABEL, "alice-key")
+        emulator.attach_secret(kernel, SECRET_LABEL)
+        with running_api(settings, kaggle_url=emulator.url) as api:
+            job = wait_finished(api, job_id, timeout=300)
+            assert job["state"] == "succeeded", job
+            segments = api.get(f"/api/v1/jobs/{job_id}/segments").json()
+        assert emulator.internal_errors == []
+        committed = [seg for seg in segments if seg["state"] == "succeeded"]
+        return committed, emulator.sessions(kernel), emulator
+
+
+def test_the_first_session_builds_the_wheel_set_and_later_ones_install_offline(
+    tmp_path: Path,
+) -> None:
+    spec = _job(wheel_set=True)
+    committed, sessions, emulator = _chain(tmp_path, spec)
+
+    assert len(committed) == 3
+    assert [seg["timings"]["install_from"] for seg in committed] == ["built", "offline", "offline"]
+    assert all(seg["timings"]["install"] > 0 for seg in committed)
+    # `baton show` says how each session installed them.
+    console = Console(width=200, record=True)
+    console.print(segments_table([SegmentOut.model_validate(seg) for seg in committed]))
+    rows = console.export_text().splitlines()[1:]
+    assert ["built" in rows[0], "offline" in rows[1], "offline" in rows[2]] == [True] * 3
+    # Downloaded by session 0 only (resolved, then built): nothing once the set was mounted.
+    downloads = emulator.state.packages.downloads
+    assert downloads
+    assert all(name.startswith("baton_tiny_req-") for name, _ in downloads)
+    assert all(at < sessions[1].started_at for _, at in downloads), (downloads, sessions[1])
+    # The set is a private dataset of the account, named from the requirements and the image.
+    wheels = emulator.dataset(f"alice/{wheelset_slug([REQUIREMENT], None)}")
+    assert wheels is not None
+    assert wheels.versions
+    # The uninterrupted run: one session, no self-stops (they never touch the model).
+    reference = reference_digest({**spec, "config": {}}, tmp_path / "reference")
+    assert committed[-1]["checkpoint"]["model_digest"] == reference
+
+
+def test_without_a_wheel_set_every_session_downloads_its_requirements(tmp_path: Path) -> None:
+    """Today's path, kept behind `wheel_set: false`: each session pip-installs from the index."""
+    committed, sessions, emulator = _chain(tmp_path, _job(wheel_set=False))
+
+    assert [seg["timings"]["install_from"] for seg in committed] == ["index"] * 3
+    downloads = [at for _, at in emulator.state.packages.downloads]
+    for session in sessions[: len(committed)]:
+        assert any(session.started_at <= at <= session.ended_at for at in downloads), session
+    assert emulator.dataset(f"alice/{wheelset_slug([REQUIREMENT], None)}") is None
