@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import atexit
 import functools
+import os
 import queue
+import re
 import shutil
 import sys
 import tempfile
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 
+import psutil
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
@@ -97,11 +100,39 @@ def _dropper() -> queue.Queue[str]:
     return pending
 
 
+# A template or a clone is named after the test process that made it, `t_<pid>_<random>`, so that
+# one left by a process that was killed (a timeout, a mutmut fork, Ctrl-C) is dropped by the next.
+CLONE_PREFIX = "t_"
+
+
+def _clone_name() -> str:
+    return f"{CLONE_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:8]}"
+
+
+def _owner_is_gone(name: str) -> bool:
+    named = re.fullmatch(rf"{CLONE_PREFIX}(\d+)_[0-9a-f]{{8}}", name)
+    return named is not None and not psutil.pid_exists(int(named[1]))
+
+
+def _drop_orphaned_clones() -> None:
+    """Queue for dropping every template and clone whose test process no longer runs."""
+    with _postgres_admin().connect() as connection:
+        names = connection.execute(
+            text("SELECT datname FROM pg_database WHERE datname LIKE :prefix"),
+            {"prefix": CLONE_PREFIX.replace("_", "\\_") + "%"},
+        ).scalars()
+        for name in names:
+            if _owner_is_gone(name):
+                _dropper().put(name)
+
+
 @functools.cache
 def postgres_template() -> str:
     """A PostgreSQL database migrated to head, made on first use and dropped at exit. Nothing
-    stays connected to it (Alembic runs on a NullPool), so it can be a template."""
-    name = f"baton_template_{uuid.uuid4().hex[:10]}"
+    stays connected to it (Alembic runs on a NullPool), so it can be a template. Databases that
+    killed test processes left behind are dropped on the way."""
+    _drop_orphaned_clones()
+    name = _clone_name()
     with _postgres_admin().connect() as connection:
         connection.execute(text(f"CREATE DATABASE {name}"))
     atexit.register(_drop_database, name)
@@ -114,7 +145,7 @@ def cloned_postgres() -> Iterator[str]:
     """A PostgreSQL database of its own, migrated (a clone of the template); yields its URL.
     Raises if PostgreSQL is unreachable."""
     template = postgres_template()
-    name = f"t_{uuid.uuid4().hex[:12]}"
+    name = _clone_name()
     with _postgres_admin().connect() as connection:
         connection.execute(text(f"CREATE DATABASE {name} TEMPLATE {template}"))
     try:
