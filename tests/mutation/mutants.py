@@ -842,4 +842,19 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="quota waiting",
         ci=True,
     ),
+    Mutant(
+        # A job's events read without its job: every user's events show on one's own job's
+        # event list (the issue-22 sweep of orchestrator/queries.py, round 2026-11-24b).
+        "queries-events-of-every-job",
+        "read layer",
+        "orchestrator/queries.py",
+        "select(Event).where(Event.job_id == job_id, Event.id > after)",
+        "select(Event).where(Event.id > after)",
+        (
+            "tests/orchestrator/test_queries.py::test_every_read_of_a_job_answers_about_that_job_"
+            "alone_and_only_to_its_owner",
+        ),
+        guarantee="isolation",
+        ci=True,
+    ),
 )
