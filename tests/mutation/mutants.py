@@ -857,4 +857,19 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="isolation",
         ci=True,
     ),
+    Mutant(
+        # The notifier lists delivered rows as due again: past one batch of them, a new event's
+        # row is never listed and its webhook never hears of it (the round 2026-11-24b sweep).
+        "notifier-lists-delivered-rows",
+        "notifier",
+        "orchestrator/notifier.py",
+        ".where(Notification.state == PENDING, Notification.next_attempt_at <= now)",
+        ".where(Notification.next_attempt_at <= now)",
+        (
+            "tests/orchestrator/test_notifier.py::test_rows_already_delivered_never_crowd_a_new_"
+            "event_out_of_the_batch",
+        ),
+        guarantee="webhook delivery",
+        ci=True,
+    ),
 )

@@ -181,6 +181,11 @@ def db(sqlite_db: Database) -> Database:
     return sqlite_db
 
 
+def _loss(job_id: str, step: int) -> float:
+    """Each job's own loss curve."""
+    return step + 0.5 * int(job_id[1:]) + (100.0 if job_id.startswith("b") else 0.0)
+
+
 def _stored_jobs(db: Database, root: Path) -> None:
     """Each job: segments 1 then 0 (0 ended at step 20, 1 at 40), a failed segment 2 that
     trained past 40, an event per segment, and checkpoints at steps 40, 10, 30, 20 of which 10's
@@ -223,7 +228,7 @@ def _stored_jobs(db: Database, root: Path) -> None:
                             # The step a segment resumed from is reported again; steps past
                             # its end only by the failed one.
                             metrics=[
-                                {"step": step, "loss": float(step)}
+                                {"step": step, "loss": _loss(job_id, step)}
                                 for step in range(start, (end or 60) + 1, 10)
                             ],
                         )
@@ -293,11 +298,9 @@ def test_every_read_of_a_job_answers_about_that_job_alone_and_only_to_its_owner(
                 metrics = queries.list_metrics(session, user, job_id)
                 # One point per committed step: the step a segment resumed from is its
                 # predecessor's, and the failed segment's steps never count.
-                assert [(p.segment_index, p.step) for p in metrics] == [
-                    (0, 10),
-                    (0, 20),
-                    (1, 30),
-                    (1, 40),
+                assert [(p.segment_index, p.step, p.values) for p in metrics] == [
+                    (index, step, {"loss": _loss(job_id, step)})
+                    for index, step in [(0, 10), (0, 20), (1, 30), (1, 40)]
                 ]
                 # Nobody else gets anything of it: the job is not there for them.
                 stranger = "bob" if user == "alice" else "alice"
@@ -345,6 +348,10 @@ def test_the_job_list_counts_and_pages_only_the_users_own_jobs(
         # Newest first, each job once however many segments it has.
         assert [item.id for item in page.items] == ["a3", "a2", "a1"]
         assert page.total == 3
+        # A full page's cursor is its last job: the next page goes on right after it.
+        first = queries.list_jobs(session, "alice", limit=3)
+        assert first.next_cursor == "a1"
+        assert queries.list_jobs(session, "alice", after=first.next_cursor).items == []
         # A page past the end still counts the user's own jobs only, in the state asked for.
         assert queries.list_jobs(session, "alice", offset=5).total == 3
         assert queries.list_jobs(session, "bob", offset=5).total == 1
