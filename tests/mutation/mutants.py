@@ -872,4 +872,19 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="webhook delivery",
         ci=True,
     ),
+    Mutant(
+        # The store hands out its newest checkpoint without verifying it: a checkpoint damaged
+        # in storage is resumed from (the round 2026-11-24b sweep of engine/checkpoints.py).
+        "engine-resume-point-unverified",
+        "engine",
+        ENGINE_FILES,
+        "            problem = self.verify(job_id, segment_index, step)\n",
+        "            problem = None\n",
+        (
+            "tests/orchestrator/engine/test_checkpoints.py::test_a_job_resumes_from_its_own_"
+            "newest_checkpoint_that_verifies_never_another_jobs",
+        ),
+        guarantee="verified handoff",
+        ci=True,
+    ),
 )
