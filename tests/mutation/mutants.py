@@ -855,4 +855,49 @@ MUTANTS: tuple[Mutant, ...] = (
             "requirements_falls_back_to_the_index",
         ),
     ),
+    Mutant(
+        # A job's events read without its job: every user's events show on one's own job's
+        # event list (the issue-22 sweep of orchestrator/queries.py, round 2026-11-24b).
+        "queries-events-of-every-job",
+        "read layer",
+        "orchestrator/queries.py",
+        "select(Event).where(Event.job_id == job_id, Event.id > after)",
+        "select(Event).where(Event.id > after)",
+        (
+            "tests/orchestrator/test_queries.py::test_every_read_of_a_job_answers_about_that_job_"
+            "alone_and_only_to_its_owner",
+        ),
+        guarantee="isolation",
+        ci=True,
+    ),
+    Mutant(
+        # The notifier lists delivered rows as due again: past one batch of them, a new event's
+        # row is never listed and its webhook never hears of it (the round 2026-11-24b sweep).
+        "notifier-lists-delivered-rows",
+        "notifier",
+        "orchestrator/notifier.py",
+        ".where(Notification.state == PENDING, Notification.next_attempt_at <= now)",
+        ".where(Notification.next_attempt_at <= now)",
+        (
+            "tests/orchestrator/test_notifier.py::test_rows_already_delivered_never_crowd_a_new_"
+            "event_out_of_the_batch",
+        ),
+        guarantee="webhook delivery",
+        ci=True,
+    ),
+    Mutant(
+        # The store hands out its newest checkpoint without verifying it: a checkpoint damaged
+        # in storage is resumed from (the round 2026-11-24b sweep of engine/checkpoints.py).
+        "engine-resume-point-unverified",
+        "engine",
+        ENGINE_FILES,
+        "            problem = self.verify(job_id, segment_index, step)\n",
+        "            problem = None\n",
+        (
+            "tests/orchestrator/engine/test_checkpoints.py::test_a_job_resumes_from_its_own_"
+            "newest_checkpoint_that_verifies_never_another_jobs",
+        ),
+        guarantee="verified handoff",
+        ci=True,
+    ),
 )

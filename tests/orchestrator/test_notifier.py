@@ -26,6 +26,7 @@ from orchestrator.notifier import (
     deliver_due_notifications,
     enqueue_new_events,
 )
+from orchestrator.transitions import record_event
 from orchestrator.webhook_client import WebhookClient
 from orchestrator.webhooks import parse_networks
 from tests.factories import ADMIN_TOKEN, job_spec, live_server, make_settings, running_api
@@ -358,3 +359,41 @@ def test_a_row_listed_by_two_notifiers_is_posted_once(
     assert posts == [job_id]
     assert (report.delivered, inner[0].delivered) == (1, 0)
     assert [e["kind"] for e in _events(api, job_id)].count("notification_sent") == 1
+
+
+def test_a_failed_segment_is_posted_and_a_segment_that_succeeds_is_not(
+    api: TestClient, db: Database, receiver: Receiver
+) -> None:
+    """Which events a webhook hears of: the job's own end, and a segment that failed; a segment
+    that committed and chained on is no news."""
+    receiver.start()
+    job_id = _cancelled_job(api, receiver.url())
+    with db.transaction() as session:
+        for index, state in [(0, "succeeded"), (1, "failed")]:
+            record_event(
+                session,
+                job_id,
+                f"segment_{state}",
+                segment_index=index,
+                from_state="running",
+                to_state=state,
+                message="trainer exited 1" if state == "failed" else None,
+            )
+    deliver(db, T0)
+    heard = sorted((body["event"], body["text"]) for body in receiver.received)
+    assert [event for event, _ in heard] == ["cancelled", "segment_failed"]
+    assert heard[1][1] == f"Baton job hooked ({job_id}): segment 1 failed: trainer exited 1"
+
+
+def test_rows_already_delivered_never_crowd_a_new_event_out_of_the_batch(
+    api: TestClient, db: Database, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass lists at most BATCH due rows; the delivered ones behind it are never listed again,
+    so the next event is posted however many were delivered before."""
+    monkeypatch.setattr(notifier, "BATCH", 2)
+    receiver.start()
+    delivered = [_cancelled_job(api, receiver.url(), name=f"early-{n}") for n in range(2)]
+    deliver(db, T0)
+    later = _cancelled_job(api, receiver.url(), name="later")
+    deliver(db, T0 + timedelta(minutes=10))  # past the delivered rows' claims
+    assert sorted(body["job_id"] for body in receiver.received) == sorted([*delivered, later])

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
 
+import pytest
+
+from orchestrator import queries
+from orchestrator.db import Database
 from orchestrator.eta import QuotaPlan
-from orchestrator.models import Job, Segment
+from orchestrator.lifecycle import JobState
+from orchestrator.models import Checkpoint, Event, Job, Segment, User
 from orchestrator.queries import job_out, live_progress
 from tests.factories import FAST_TRAINER, job_spec
 from worker.boundary.contract import Estimates, SegmentSpec
+from worker.boundary.transport import REMOTE_FILE
 
 NOW = datetime(2026, 11, 19, 8, 0, tzinfo=UTC)
 
@@ -160,3 +168,193 @@ def test_a_session_still_starting_trains_only_after_the_start_up_earlier_session
     out = job_out(job, segments, now=NOW)
     assert out.eta is not None
     assert (out.eta.finish_at, out.eta.more_sessions) == (NOW + timedelta(seconds=635), 0)
+
+
+# The reads by job, against a database: two users, three jobs, each with segments, events,
+# metrics and checkpoints of its own, written in an order that is not the order they are read in.
+USERS = {"alice": ["a1", "a2", "a3"], "bob": ["b1"]}
+STATES = {"a1": "running", "a2": "succeeded", "a3": "succeeded", "b1": "running"}
+
+
+@pytest.fixture
+def db(sqlite_db: Database) -> Database:
+    return sqlite_db
+
+
+def _loss(job_id: str, step: int) -> float:
+    """Each job's own loss curve."""
+    return step + 0.5 * int(job_id[1:]) + (100.0 if job_id.startswith("b") else 0.0)
+
+
+def _stored_jobs(db: Database, root: Path) -> None:
+    """Each job: segments 1 then 0 (0 ended at step 20, 1 at 40), a failed segment 2 that
+    trained past 40, an event per segment, and checkpoints at steps 40, 10, 30, 20 of which 10's
+    files are pruned, 20 is rejected (its files still there, a remote stub among them), 30 lies
+    on Kaggle (a stub) and 40 is here."""
+    with db.transaction() as session:
+        for order, (user, jobs) in enumerate(USERS.items()):
+            session.add(User(id=user, name=user))
+            session.flush()
+            for number, job_id in enumerate(jobs):
+                created = NOW + timedelta(minutes=10 * order + number)
+                session.add(
+                    Job(
+                        id=job_id,
+                        user_id=user,
+                        name="train",  # every job the same name
+                        backend="local",
+                        state=STATES[job_id],
+                        spec=job_spec(total_steps=100),
+                        total_steps=100,
+                        steps_done=40,
+                        created_at=created,
+                        updated_at=created,
+                    )
+                )
+                session.flush()
+                ends = {1: (20, 40), 0: (0, 20), 2: (40, None)}
+                for index, (start, end) in ends.items():
+                    session.add(
+                        Segment(
+                            job_id=job_id,
+                            index=index,
+                            state="failed" if end is None else "succeeded",
+                            launch_id=f"{job_id}-{index}",
+                            start_step=start,
+                            end_step=end,
+                            limit_seconds=60.0,
+                            launch_spec={},
+                            error=f"{job_id} segment {index}",
+                            # The step a segment resumed from is reported again; steps past
+                            # its end only by the failed one.
+                            metrics=[
+                                {"step": step, "loss": _loss(job_id, step)}
+                                for step in range(start, (end or 60) + 1, 10)
+                            ],
+                        )
+                    )
+                    session.add(
+                        Event(
+                            job_id=job_id,
+                            segment_index=index,
+                            kind="segment_state",
+                            message=f"{job_id} event {index}",
+                        )
+                    )
+                for index, step in [(3, 40), (0, 10), (2, 30), (1, 20)]:
+                    location = root / job_id / str(step)
+                    if step != 10:
+                        location.mkdir(parents=True)
+                    if step in (20, 30):
+                        (location / REMOTE_FILE).write_text("{}")
+                    session.add(
+                        Checkpoint(
+                            job_id=job_id,
+                            segment_index=index,
+                            step=step,
+                            location=str(location),
+                            model_digest=f"{job_id}-{step}",
+                            bytes=step,
+                            manifest={"job_id": job_id, "step": step},
+                            rejected="damaged" if step == 20 else None,
+                        )
+                    )
+
+
+def test_every_read_of_a_job_answers_about_that_job_alone_and_only_to_its_owner(
+    db: Database, tmp_path: Path
+) -> None:
+    _stored_jobs(db, tmp_path)
+    with db.transaction() as session:
+        for user, jobs in USERS.items():
+            for job_id in jobs:
+                segments = queries.list_segments(session, user, job_id)
+                assert [(s.index, s.error) for s in segments] == [
+                    (i, f"{job_id} segment {i}") for i in range(3)
+                ]
+                # Each segment shows the checkpoint its own job committed at its index.
+                assert [s.checkpoint for s in segments] == [
+                    {"job_id": job_id, "step": step} for step in (10, 20, 30)
+                ]
+                for index in range(3):
+                    found = queries.find_segment(session, user, job_id, index)
+                    assert found is not None
+                    assert found.error == f"{job_id} segment {index}"
+                events = queries.list_events(session, user, job_id)
+                assert [e.message for e in events] == [f"{job_id} event {i}" for i in (1, 0, 2)]
+                later = queries.list_events(session, user, job_id, after=events[0].id)
+                assert [e.message for e in later] == [f"{job_id} event {i}" for i in (0, 2)]
+                listed = queries.list_checkpoints(session, user, job_id, include_pruned=True)
+                assert [c.model_digest for c in listed] == [
+                    f"{job_id}-{s}" for s in (10, 20, 30, 40)
+                ]
+                latest = queries.find_checkpoint(session, user, job_id)
+                assert latest is not None
+                assert latest.model_digest == f"{job_id}-40"
+                at_20 = queries.find_checkpoint(session, user, job_id, 20)
+                assert at_20 is not None
+                assert at_20.model_digest == f"{job_id}-20"
+                assert queries.find_checkpoint(session, user, job_id, 25) is None
+                metrics = queries.list_metrics(session, user, job_id)
+                # One point per committed step: the step a segment resumed from is its
+                # predecessor's, and the failed segment's steps never count.
+                assert [(p.segment_index, p.step, p.values) for p in metrics] == [
+                    (index, step, {"loss": _loss(job_id, step)})
+                    for index, step in [(0, 10), (0, 20), (1, 30), (1, 40)]
+                ]
+                # Nobody else gets anything of it: the job is not there for them.
+                stranger = "bob" if user == "alice" else "alice"
+                reads = [
+                    partial(queries.list_segments, session, stranger, job_id),
+                    partial(queries.find_segment, session, stranger, job_id, 0),
+                    partial(queries.list_events, session, stranger, job_id),
+                    partial(queries.list_metrics, session, stranger, job_id),
+                    partial(queries.list_checkpoints, session, stranger, job_id),
+                    partial(queries.find_checkpoint, session, stranger, job_id),
+                    partial(queries.get_job, session, stranger, job_id),
+                ]
+                for read in reads:
+                    with pytest.raises(queries.JobNotVisible) as refused:
+                        read()
+                    assert refused.value.job_id == job_id  # "job <id> not found"
+
+
+def test_the_checkpoint_listing_shows_what_can_be_downloaded_and_says_which_are_kept(
+    db: Database, tmp_path: Path
+) -> None:
+    _stored_jobs(db, tmp_path)
+    with db.transaction() as session:
+        shown = queries.list_checkpoints(session, "alice", "a2")
+        assert [(c.step, c.kept, c.on_kaggle) for c in shown] == [
+            (30, True, True),
+            (40, True, False),
+        ]
+        every = queries.list_checkpoints(session, "alice", "a2", include_pruned=True)
+        # The pruned one and the rejected one are listed as not kept, never as on Kaggle.
+        assert [(c.step, c.kept, c.on_kaggle) for c in every] == [
+            (10, False, False),
+            (20, False, False),
+            (30, True, True),
+            (40, True, False),
+        ]
+
+
+def test_the_job_list_counts_and_pages_only_the_users_own_jobs(
+    db: Database, tmp_path: Path
+) -> None:
+    _stored_jobs(db, tmp_path)
+    with db.transaction() as session:
+        page = queries.list_jobs(session, "alice", now=NOW)
+        # Newest first, each job once however many segments it has.
+        assert [item.id for item in page.items] == ["a3", "a2", "a1"]
+        assert page.total == 3
+        # A full page's cursor is its last job: the next page goes on right after it.
+        first = queries.list_jobs(session, "alice", limit=3)
+        assert first.next_cursor == "a1"
+        assert queries.list_jobs(session, "alice", after=first.next_cursor).items == []
+        # A page past the end still counts the user's own jobs only, in the state asked for.
+        assert queries.list_jobs(session, "alice", offset=5).total == 3
+        assert queries.list_jobs(session, "bob", offset=5).total == 1
+        done = queries.list_jobs(session, "alice", state=JobState.SUCCEEDED, offset=5)
+        assert (done.items, done.total) == ([], 2)
+        assert queries.list_jobs(session, "carol", offset=5).total == 0

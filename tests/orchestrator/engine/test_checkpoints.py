@@ -19,6 +19,7 @@ from tests.support.engine_runs import (
     submit_jobs,
 )
 from tests.support.fake_backend import FakeBackend
+from worker.boundary.contract import CheckpointRef
 from worker.boundary.manifest import verify_checkpoint, write_manifest
 
 
@@ -101,3 +102,39 @@ def test_a_finished_job_keeps_only_its_final_checkpoints_and_the_listing_says_wh
         (step, step > 50 - 10 * keep_when_done) for step in (10, 20, 30, 40, 50)
     ]
     assert [row.step for row in default] == [row.step for row in listed if row.kept]
+
+
+def test_a_job_resumes_from_its_own_newest_checkpoint_that_verifies_never_another_jobs(
+    db: Database, tmp_path: Path
+) -> None:
+    """Verified handoff: the newest of the job's own checkpoints whose files verify against
+    their manifest and the job, segment and step the row names is resumed from; a damaged one is
+    marked rejected with the reason, and another job's checkpoints, newer ones included, are
+    neither resumed from nor rejected."""
+    engine = fake_engine(db, FakeBackend(tmp_path / "fake"), tmp_path / "checkpoints")
+    mine, other = submit_jobs(engine, 2, total_steps=100)
+    store = CheckpointStore(db, tmp_path / "checkpoints", keep=5)
+    for index, step in enumerate([10, 20, 30]):
+        _commit(store, mine, index, step)
+    for index, step in enumerate([40, 50, 60]):
+        _commit(store, other, index, step)
+    # The other job's segment 2 was rejected before; its files are still there.
+    store.reject(other, 2, "damaged in storage")
+    with (store.path(mine, 2) / "trainer.pt").open("ab") as file:
+        file.write(b"!")  # mine's newest is damaged after its commit
+
+    assert store.resume_point(mine) == CheckpointRef(mine, 1, 20)
+    # A checkpoint verifies only as the job, segment and step it was committed as.
+    assert store.verify(mine, 1, 20) is None
+    assert store.verify(mine, 1, 25) is not None
+    with db.transaction() as session:
+        rejected = {
+            (row.job_id, row.segment_index): row.rejected
+            for row in session.scalars(select(Checkpoint))
+        }
+    assert rejected[(mine, 2)] is not None
+    assert "trainer.pt" in rejected[(mine, 2)]
+    assert rejected[(other, 2)] == "damaged in storage"
+    assert [rejected[(mine, i)] for i in (0, 1)] == [None, None]
+    assert [rejected[(other, i)] for i in (0, 1)] == [None, None]
+    assert store.resume_point(other) == CheckpointRef(other, 1, 50)
