@@ -6,13 +6,14 @@ import os
 from pathlib import Path
 
 import pytest
+import requests
 from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
 
 from orchestrator.backends.base import Gone, Transient
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.support.kaggle import account_on
-from worker.kaggle_access.client import KaggleAccount, KaggleAuthError, KaggleNotFound
+from worker.kaggle_access.client import KaggleAccount, KaggleAuthError, KaggleNotFound, classify
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 
 
@@ -135,3 +136,29 @@ def test_a_forked_child_s_calls_are_answered(emulator: Emulator, alice: KaggleAc
         os._exit(0)
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _rate_limited(headers: dict[str, str]) -> requests.HTTPError:
+    """The 429 as kagglesdk raises it (`response.raise_for_status()`), with these headers."""
+    response = requests.Response()
+    response.status_code = 429
+    response.headers.update(headers)
+    return requests.HTTPError("429 Too Many Requests", response=response)
+
+
+def _wait_asked(headers: dict[str, str]) -> float | None:
+    limited = classify(_rate_limited(headers), "GetKernel")
+    assert isinstance(limited, Transient)
+    return limited.retry_after
+
+
+def test_a_retry_after_given_as_an_http_date_is_waited_out_in_full() -> None:
+    """RFC 9110 lets Retry-After be a date: the wait is counted from the response's own Date,
+    so a clock that differs from Kaggle's never makes the retry come sooner than asked."""
+    date = "Tue, 24 Nov 2026 06:00:00 GMT"
+    assert _wait_asked({"Date": date, "Retry-After": "Tue, 24 Nov 2026 06:01:30 GMT"}) == 90
+    # A date already passed asks for no wait; a date without the response's Date, or one that
+    # cannot be read, gives no hint (the engine's own backoff applies).
+    assert _wait_asked({"Date": date, "Retry-After": "Tue, 24 Nov 2026 05:59:00 GMT"}) == 0
+    assert _wait_asked({"Retry-After": "Tue, 24 Nov 2026 06:01:30 GMT"}) is None
+    assert _wait_asked({"Date": date, "Retry-After": "soon"}) is None
