@@ -857,4 +857,34 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="error contract",
         ci=True,
     ),
+    Mutant(
+        # Every 403 read as "the dataset's first version is still processing": a key Kaggle
+        # refuses is retried for ever instead of failing the job with the reason.
+        "kaggle-client-every-403-waits",
+        "kaggle",
+        "worker/kaggle_access/client.py",
+        "    if status == 403 and busy_403:\n",
+        "    if status == 403:\n",
+        (
+            "tests/worker/kaggle_access/test_client.py::test_a_403_waits_only_where_it_means_the_"
+            "first_version_is_still_processing",
+        ),
+        guarantee="error contract",
+        ci=True,
+    ),
+    Mutant(
+        # A command for any launch counts: a pause meant for segment 3 stops segment 4 after a
+        # resume.
+        "kaggle-control-any-launch-id",
+        "kaggle",
+        "worker/kaggle_access/control.py",
+        " or parts[2] != launch_id:",
+        ":",
+        (
+            "tests/worker/kaggle_access/test_control.py::test_only_a_command_naming_this_segment_"
+            "counts",
+        ),
+        guarantee="pause and cancel",
+        ci=True,
+    ),
 )
