@@ -887,4 +887,19 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="pause and cancel",
         ci=True,
     ),
+    Mutant(
+        # Only the first page of a version's files is read: a checkpoint of more than 200 files
+        # never shows its manifest, so it is never used and the session's handoff is lost.
+        "kaggle-checkpoint-files-first-page-only",
+        "kaggle",
+        "worker/kaggle_access/checkpoints.py",
+        '        token = page.next_page_token or ""\n',
+        '        token = ""\n',
+        (
+            "tests/worker/kaggle_access/test_checkpoints.py::test_a_checkpoint_whose_files_span_"
+            "several_pages_is_found_and_listed_whole",
+        ),
+        guarantee="Kaggle first contact",
+        ci=True,
+    ),
 )
