@@ -900,4 +900,64 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="verified handoff",
         ci=True,
     ),
+    Mutant(
+        # A Kaggle refusal during an in-kernel publish is swallowed: the session reports a bug
+        # ("internal error") instead of the refusal the error contract hands on.
+        "kaggle-publish-refusal-read-as-bug",
+        "kaggle",
+        "worker/kaggle_access/before_deadline.py",
+        "            errors.append(exc)\n",
+        "            pass\n",
+        (
+            "tests/worker/kaggle_access/test_before_deadline.py::test_a_call_that_ends_in_time_"
+            "gives_its_value_or_its_exception",
+        ),
+        guarantee="error contract",
+        ci=True,
+    ),
+    Mutant(
+        # Every 403 read as "the dataset's first version is still processing": a key Kaggle
+        # refuses is retried for ever instead of failing the job with the reason.
+        "kaggle-client-every-403-waits",
+        "kaggle",
+        "worker/kaggle_access/client.py",
+        "    if status == 403 and busy_403:\n",
+        "    if status == 403:\n",
+        (
+            "tests/worker/kaggle_access/test_client.py::test_a_403_waits_only_where_it_means_the_"
+            "first_version_is_still_processing",
+        ),
+        guarantee="error contract",
+        ci=True,
+    ),
+    Mutant(
+        # A command for any launch counts: a pause meant for segment 3 stops segment 4 after a
+        # resume.
+        "kaggle-control-any-launch-id",
+        "kaggle",
+        "worker/kaggle_access/control.py",
+        " or parts[2] != launch_id:",
+        ":",
+        (
+            "tests/worker/kaggle_access/test_control.py::test_only_a_command_naming_this_segment_"
+            "counts",
+        ),
+        guarantee="pause and cancel",
+        ci=True,
+    ),
+    Mutant(
+        # Only the first page of a version's files is read: a checkpoint of more than 200 files
+        # never shows its manifest, so it is never used and the session's handoff is lost.
+        "kaggle-checkpoint-files-first-page-only",
+        "kaggle",
+        "worker/kaggle_access/checkpoints.py",
+        '        token = page.next_page_token or ""\n',
+        '        token = ""\n',
+        (
+            "tests/worker/kaggle_access/test_checkpoints.py::test_a_checkpoint_whose_files_span_"
+            "several_pages_is_found_and_listed_whole",
+        ),
+        guarantee="Kaggle first contact",
+        ci=True,
+    ),
 )

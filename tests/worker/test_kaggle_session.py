@@ -32,7 +32,13 @@ from tests.support.segments import make_spec, next_spec
 from worker.accelerator import EMULATED_ENV
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
 from worker.boundary.errors import Transient
-from worker.boundary.kernel_options import KernelControl, KernelOptions, Publish, WheelSet
+from worker.boundary.kernel_options import (
+    KernelControl,
+    KernelOptions,
+    Publish,
+    SelfChain,
+    WheelSet,
+)
 from worker.boundary.launch_id import LaunchId
 from worker.boundary.manifest import verify_checkpoint
 from worker.boundary.paths import MANIFEST_FILE, RESUME_PATH, SessionPaths
@@ -591,6 +597,27 @@ def test_the_session_publishes_its_own_committed_checkpoint_before_it_ends(
     assert version is not None
     # Kaggle unpacks an uploaded archive into a folder of its name.
     assert f"{name.removesuffix('.tar')}/{MANIFEST_FILE}" in dataset.files(version)
+
+
+def test_a_self_chained_session_publishes_its_final_checkpoint_for_the_orchestrator(
+    kaggle_session: KaggleSession, kaggle_api: Emulator, tmp_path: Path
+) -> None:
+    """Self-chaining: a kernel that ends its job publishes the final checkpoint into the job's
+    checkpoint dataset itself, so the orchestrator, offline meanwhile, finds the job finished
+    there (the guarantee's product test runs this in an emulated kernel process)."""
+    kaggle_session("kaggle")
+    link = SelfChain("alice", "baton-j1", {"timeout_seconds": 600, "dataset_sources": []})
+    options = _options(chain=link)
+    code = run_kaggle_segment(_segment(make_spec(total_steps=3, limit_seconds=LONG)), options, b"")
+    assert code == EXIT_COMMITTED
+    dataset = CheckpointDataset(account_on(kaggle_api), SLUG, tmp_path / "staging")
+    deadline = time.monotonic() + 60
+    version = None
+    while version is None and time.monotonic() < deadline:
+        with contextlib.suppress(Transient):  # still processing
+            version = dataset.find_segment(0)
+        time.sleep(0.2)
+    assert version is not None
 
 
 def test_the_owners_cancel_reaches_the_running_kernel_through_the_control_dataset(

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -35,3 +38,37 @@ def test_a_deadline_already_past_does_not_wait() -> None:
     with pytest.raises(TooLate):
         call_before(time.time() - 1, release.wait)
     release.set()
+
+
+# The abandoned call blocks on the parent's stdin, which the parent closes only after the child
+# has exited (or, if it never does, after the hang guard): no sleep, no measured time.
+_ABANDON_AND_EXIT = """
+import sys, time
+from worker.kaggle_access.before_deadline import TooLate, call_before
+try:
+    call_before(time.time() - 1, sys.stdin.readline)
+except TooLate:
+    print("abandoned", flush=True)
+"""
+
+
+def test_a_session_exits_while_its_abandoned_upload_still_runs() -> None:
+    """The point of abandoning: the session's process ends in time (Kaggle keeps its output),
+    however long the upload it left behind would still take."""
+    with subprocess.Popen(
+        [sys.executable, "-c", _ABANDON_AND_EXIT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    ) as child:
+        try:
+            code = child.wait(timeout=60)  # a hang guard: the child exits at once or never
+        except subprocess.TimeoutExpired:
+            code = None
+        assert child.stdin is not None
+        assert child.stdout is not None
+        child.stdin.close()
+        output = child.stdout.read()
+    assert code == 0, "the process waited for the call it had abandoned"
+    assert output.strip() == "abandoned"

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
+import requests
 from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
 
 from orchestrator.backends.base import Gone, Transient
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.support.kaggle import account_on
-from worker.kaggle_access.client import KaggleAccount, KaggleAuthError, KaggleNotFound
+from worker.kaggle_access.client import (
+    KaggleAccount,
+    KaggleAuthError,
+    KaggleNotFound,
+    KaggleServerError,
+    classify,
+)
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 
 
@@ -135,3 +143,73 @@ def test_a_forked_child_s_calls_are_answered(emulator: Emulator, alice: KaggleAc
         os._exit(0)
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _rate_limited(headers: dict[str, str]) -> requests.HTTPError:
+    """The 429 as kagglesdk raises it (`response.raise_for_status()`), with these headers."""
+    response = requests.Response()
+    response.status_code = 429
+    response.headers.update(headers)
+    return requests.HTTPError("429 Too Many Requests", response=response)
+
+
+def _wait_asked(headers: dict[str, str]) -> float | None:
+    limited = classify(_rate_limited(headers), "GetKernel")
+    assert isinstance(limited, Transient)
+    return limited.retry_after
+
+
+def test_a_retry_after_given_as_an_http_date_is_waited_out_in_full() -> None:
+    """RFC 9110 lets Retry-After be a date: the wait is counted from the response's own Date,
+    so a clock that differs from Kaggle's never makes the retry come sooner than asked."""
+    date = "Tue, 24 Nov 2026 06:00:00 GMT"
+    assert _wait_asked({"Date": date, "Retry-After": "Tue, 24 Nov 2026 06:01:30 GMT"}) == 90
+    # A date already passed asks for no wait; a date without the response's Date, or one that
+    # cannot be read, gives no hint (the engine's own backoff applies).
+    assert _wait_asked({"Date": date, "Retry-After": "Tue, 24 Nov 2026 05:59:00 GMT"}) == 0
+    assert _wait_asked({"Retry-After": "Tue, 24 Nov 2026 06:01:30 GMT"}) is None
+    assert _wait_asked({"Date": date, "Retry-After": "soon"}) is None
+
+
+def _answered(status: int) -> requests.HTTPError:
+    response = requests.Response()
+    response.status_code = status
+    return requests.HTTPError(f"{status}", response=response)
+
+
+def test_a_403_waits_only_where_it_means_the_first_version_is_still_processing() -> None:
+    """A new dataset version is refused with 403 while the first one processes (kagglehub PR
+    #182): there the write is tried again later. Anywhere else a 403 is Kaggle's refusal, and
+    the job fails with it instead of retrying for ever."""
+    account = KaggleAccount("alice", "a")
+
+    def refused(api: object) -> None:
+        raise _answered(403)
+
+    with pytest.raises(Transient) as busy:
+        account.transfer("CreateDatasetVersion", refused, busy_403=True)
+    assert not isinstance(busy.value, KaggleAuthError)
+    with pytest.raises(KaggleAuthError):
+        account.transfer("kernels_output", refused)
+    assert isinstance(classify(_answered(403), "GetKernel"), KaggleAuthError)
+
+
+def test_a_500_is_a_server_error() -> None:
+    """Kaggle's 5xx, from 500 on: passing, and the kernel "shell" check looks for it."""
+    for status in (500, 502, 503):
+        assert isinstance(classify(_answered(status), "GetKernel"), KaggleServerError)
+
+
+def test_a_call_that_never_answers_is_transient_and_a_transfer_gets_its_longer_bound() -> None:
+    """No Kaggle call holds the engine up: one with no answer within the account's bound is a
+    passing outage. Checkpoint uploads and downloads get the transfer bound instead (an hour)."""
+    account = KaggleAccount("alice", "a", timeout_seconds=0.05)
+    never = threading.Event()
+    later = threading.Event()
+    try:
+        with pytest.raises(Transient, match="no answer in time"):
+            account.call("GetKernel", lambda client: never.wait(60))
+        # Longer than the account's bound, far inside the transfer's.
+        assert account.transfer("upload", lambda api: later.wait(0.5) or "uploaded") == "uploaded"
+    finally:
+        never.set()
