@@ -50,12 +50,30 @@ from typing import Any
 
 from orchestrator.backends.kaggle.backend import kernel_slug
 from tests.factories import kaggle_spec, make_settings, running_api, wait_finished, wheel_file
-from tests.kaggle_emulator import start_emulator
+from tests.kaggle_emulator import Emulator, start_emulator
 from tests.kaggle_emulator.options import COSTS, scaled_costs
 from worker.kaggle_access.chaining import SECRET_LABEL
 
 GB = 10**9
 STEPS = 4
+
+
+def run_job(
+    emulator: Emulator, root: Path, spec: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """`spec` submitted by alice, her key attached to its kernel as the Secret, run to its end
+    through the engine: the job, its segments and its kernel's ref."""
+    settings = make_settings(root / "data")
+    with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
+        api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+        job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
+    kernel = f"alice/{kernel_slug(job_id)}"
+    emulator.set_secret("alice", SECRET_LABEL, "alice-key")
+    emulator.attach_secret(kernel, SECRET_LABEL)
+    with running_api(settings, kaggle_url=emulator.url) as api:
+        job = wait_finished(api, job_id, timeout=900)
+        segments = api.get(f"/api/v1/jobs/{job_id}/segments").json()
+    return job, segments, kernel
 
 
 def run_one(
@@ -78,16 +96,7 @@ def run_one(
     with start_emulator(
         root / "kaggle", queue_seconds=0.2, link_size_scale=size_scale, **costs
     ) as emulator:
-        settings = make_settings(root / "data")
-        with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
-            api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
-            job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
-        kernel = f"alice/{kernel_slug(job_id)}"
-        emulator.set_secret("alice", SECRET_LABEL, "alice-key")
-        emulator.attach_secret(kernel, SECRET_LABEL)
-        with running_api(settings, kaggle_url=emulator.url) as api:
-            job = wait_finished(api, job_id, timeout=900)
-            segments = api.get(f"/api/v1/jobs/{job_id}/segments").json()
+        job, segments, kernel = run_job(emulator, root, spec)
         sessions = emulator.sessions(kernel)
         charged = sum(emulator.link_counters(link).seconds_charged for link in ("orchestrator",))
     if job["state"] != "succeeded" or len(sessions) < 2:
@@ -143,16 +152,7 @@ def run_requirements(root: Path, wheel_set: bool, time_factor: float) -> list[di
     with start_emulator(
         root / "kaggle", queue_seconds=0.2, package_index=root / "pypi", **costs
     ) as emulator:
-        settings = make_settings(root / "data")
-        with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
-            api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
-            job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
-        kernel = f"alice/{kernel_slug(job_id)}"
-        emulator.set_secret("alice", SECRET_LABEL, "alice-key")
-        emulator.attach_secret(kernel, SECRET_LABEL)
-        with running_api(settings, kaggle_url=emulator.url) as api:
-            job = wait_finished(api, job_id, timeout=900)
-            segments = api.get(f"/api/v1/jobs/{job_id}/segments").json()
+        job, segments, kernel = run_job(emulator, root, spec)
         sessions = emulator.sessions(kernel)
         downloads = [at for _, at in emulator.state.packages.downloads]
     if job["state"] != "succeeded":
