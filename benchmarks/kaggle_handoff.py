@@ -49,10 +49,16 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.backends.kaggle.backend import kernel_slug
-from tests.factories import kaggle_spec, make_settings, running_api, wait_finished, wheel_file
+from tests.factories import (
+    kaggle_spec,
+    make_settings,
+    running_api,
+    submit_with_secret,
+    wait_finished,
+    wheel_file,
+)
 from tests.kaggle_emulator import Emulator, start_emulator
 from tests.kaggle_emulator.options import COSTS, scaled_costs
-from worker.kaggle_access.chaining import SECRET_LABEL
 
 GB = 10**9
 STEPS = 4
@@ -64,12 +70,8 @@ def run_job(
     """`spec` submitted by alice, her key attached to its kernel as the Secret, run to its end
     through the engine: the job, its segments and its kernel's ref."""
     settings = make_settings(root / "data")
-    with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
-        api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
-        job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
+    job_id = submit_with_secret(settings, emulator, spec)
     kernel = f"alice/{kernel_slug(job_id)}"
-    emulator.set_secret("alice", SECRET_LABEL, "alice-key")
-    emulator.attach_secret(kernel, SECRET_LABEL)
     with running_api(settings, kaggle_url=emulator.url) as api:
         job = wait_finished(api, job_id, timeout=900)
         segments = api.get(f"/api/v1/jobs/{job_id}/segments").json()

@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from kagglesdk import KaggleClient, KaggleEnv
 
 from orchestrator.api.main import create_app
+from orchestrator.backends.kaggle.backend import kernel_slug
 from orchestrator.backends.local.sessions import SessionState, cancel_session, session_state
 from orchestrator.config import Settings
 from orchestrator.models import utcnow
@@ -32,6 +33,7 @@ from tests.kaggle_emulator.client import point_at
 from tests.support.databases import seed_migrated
 from tests.support.supervisors import wait_for_supervisors
 from worker.kaggle_access.client import ClientFactory
+from worker.kaggle_access.secrets import SECRET_LABEL
 
 # Tests run with their trainers' step time scaled by this (CI also runs the chained tests at 0.5
 # and 2): what they assert must hold on a machine twice as fast or twice as slow.
@@ -106,6 +108,20 @@ def running_api(
     finally:
         services.db.dispose()
         stop_sessions(settings.sessions_dir)
+
+
+def submit_with_secret(settings: Settings, emulator: Emulator, spec: dict[str, Any]) -> str:
+    """Submit `spec` as alice (her Kaggle key stored, nothing launched yet), then attach her key
+    to the job's kernel as the Kaggle Secret self-chaining and the in-kernel transport read;
+    the job's id. Start the orchestrator afterwards (`running_api`) to run it."""
+    with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
+        api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+        submitted = api.post("/api/v1/jobs", json=spec)
+        assert submitted.status_code == 201, submitted.text
+        job_id: str = submitted.json()["id"]
+    emulator.set_secret("alice", SECRET_LABEL, "alice-key")
+    emulator.attach_secret(f"alice/{kernel_slug(job_id)}", SECRET_LABEL)
+    return job_id
 
 
 @contextmanager

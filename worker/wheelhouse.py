@@ -39,7 +39,8 @@ def interpreter_tag() -> str:
     return f"{sys.implementation.cache_tag}-{sysconfig.get_platform()}"
 
 
-def _requirements_key(requirements: Sequence[str]) -> list[str]:
+def requirements_key(requirements: Sequence[str]) -> list[str]:
+    """The requirements as a wheel set is keyed by: whitespace normalised, sorted."""
     return sorted(" ".join(r.split()) for r in requirements)
 
 
@@ -78,7 +79,7 @@ def install_offline(folder: Path, requirements: Sequence[str]) -> str | None:
         return f"its {WHEELSET_FILE} is unreadable ({exc})"
     if not isinstance(described, dict):
         return f"its {WHEELSET_FILE} is not an object"
-    if described.get("requirements") != _requirements_key(requirements):
+    if described.get("requirements") != requirements_key(requirements):
         return "it holds other requirements"
     if described.get("interpreter") != interpreter_tag():
         return f"it was built for {described.get('interpreter')}, this is {interpreter_tag()}"
@@ -109,7 +110,7 @@ def build_wheelset(requirements: Sequence[str], target: Path) -> str | None:
         done = _pip("wheel", "-q", "--no-deps", "-w", str(target), *wanted)
         if done.returncode != 0:
             return f"pip cannot build wheels: {_last_line(done)}"
-    described = {"requirements": _requirements_key(requirements), "interpreter": interpreter_tag()}
+    described = {"requirements": requirements_key(requirements), "interpreter": interpreter_tag()}
     (target / WHEELSET_FILE).write_text(json.dumps(described, sort_keys=True))
     return install_offline(target, requirements)
 

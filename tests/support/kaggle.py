@@ -6,7 +6,7 @@ publish, published the way the engine asks, tick after tick."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -41,10 +41,14 @@ def alice(emulator: Emulator) -> KaggleAccount:
     return account_on(emulator)
 
 
-def committed_checkpoint(path: Path, expect: CheckpointRef = EXPECT) -> Path:
-    """A small checkpoint directory with a valid manifest for `expect`."""
+def committed_checkpoint(
+    path: Path, expect: CheckpointRef = EXPECT, files: Mapping[str, bytes] | None = None
+) -> Path:
+    """A small checkpoint directory (`files`, else one `model.bin`) with a valid manifest for
+    `expect`."""
     path.mkdir(parents=True)
-    (path / "model.bin").write_bytes(b"weights" * 100)
+    for name, content in (files or {"model.bin": b"weights" * 100}).items():
+        (path / name).write_bytes(content)
     write_manifest(
         path,
         job_id=expect.job_id,

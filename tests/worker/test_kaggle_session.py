@@ -65,6 +65,18 @@ from worker.wheelhouse import INDEX
 ARCHIVE = "checkpoint-s00000-step10-abc.tar"
 
 
+def _segment_0_once_ready(dataset: CheckpointDataset) -> int:
+    """The version holding segment 0's published checkpoint, once Kaggle has processed it."""
+    deadline = time.monotonic() + 60
+    version = None
+    while version is None and time.monotonic() < deadline:
+        with contextlib.suppress(Transient):  # still processing
+            version = dataset.find_segment(0)
+        time.sleep(0.2)
+    assert version is not None
+    return version
+
+
 def test_a_measured_mount_deeper_than_the_search_is_found(tmp_path: Path) -> None:
     measured = tmp_path / "input" / "a" / "b" / "c" / "d" / "baton-ckpt-j1"
     (measured / "versions" / "3").mkdir(parents=True)
@@ -588,13 +600,7 @@ def test_the_session_publishes_its_own_committed_checkpoint_before_it_ends(
     assert (published.dataset_slug, published.archive) == (publish.dataset, name)
     # Kaggle processes the upload after the session: the ready version holds the archive.
     dataset = CheckpointDataset(account_on(kaggle_api), publish.dataset, tmp_path / "staging")
-    deadline = time.monotonic() + 60
-    version = None
-    while version is None and time.monotonic() < deadline:
-        with contextlib.suppress(Transient):  # still processing
-            version = dataset.find_segment(0)
-        time.sleep(0.2)
-    assert version is not None
+    version = _segment_0_once_ready(dataset)
     # Kaggle unpacks an uploaded archive into a folder of its name.
     assert f"{name.removesuffix('.tar')}/{MANIFEST_FILE}" in dataset.files(version)
 
@@ -610,14 +616,7 @@ def test_a_self_chained_session_publishes_its_final_checkpoint_for_the_orchestra
     options = _options(chain=link)
     code = run_kaggle_segment(_segment(make_spec(total_steps=3, limit_seconds=LONG)), options, b"")
     assert code == EXIT_COMMITTED
-    dataset = CheckpointDataset(account_on(kaggle_api), SLUG, tmp_path / "staging")
-    deadline = time.monotonic() + 60
-    version = None
-    while version is None and time.monotonic() < deadline:
-        with contextlib.suppress(Transient):  # still processing
-            version = dataset.find_segment(0)
-        time.sleep(0.2)
-    assert version is not None
+    _segment_0_once_ready(CheckpointDataset(account_on(kaggle_api), SLUG, tmp_path / "staging"))
 
 
 def test_the_owners_cancel_reaches_the_running_kernel_through_the_control_dataset(

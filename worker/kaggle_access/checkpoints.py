@@ -22,7 +22,6 @@ from kagglesdk import KaggleClient
 from kagglesdk.datasets.types.dataset_api_service import (
     ApiDataset,
     ApiDatasetVersion,
-    ApiGetDatasetRequest,
     ApiListDatasetFilesRequest,
     ApiListDatasetFilesResponse,
 )
@@ -144,7 +143,7 @@ class CheckpointDataset:
         """
         name = archive_name(expect, checkpoint_dir)
         archive = self._packed(checkpoint_dir, name, expect)
-        dataset = self._dataset()
+        dataset = self.account.own_dataset(self.slug)
         marker = archive.with_name(archive.name + ".uploaded")
         uploads, uploaded_at, created, confirmed = _read_marker(marker)
         waited = self._clock() - uploaded_at
@@ -234,16 +233,6 @@ class CheckpointDataset:
             pack_checkpoint(checkpoint_dir, archive)
         return archive
 
-    def _dataset(self) -> ApiDataset | None:
-        request = ApiGetDatasetRequest()
-        request.owner_slug, request.dataset_slug = self.owner, self.slug
-        try:
-            return self.account.call(
-                "GetDataset", lambda c: c.datasets.dataset_api_client.get_dataset(request)
-            )
-        except KaggleNotFound:
-            return None
-
     def _find(
         self, dataset: ApiDataset, name: str, layouts: list[dict[str, int]]
     ) -> PublishedCheckpoint | None:
@@ -318,7 +307,7 @@ class CheckpointDataset:
 
     def find_segment(self, segment_index: int) -> int | None:
         """The ready version a self-chaining segment published its checkpoint and result in."""
-        dataset = self._dataset()
+        dataset = self.account.own_dataset(self.slug)
         if dataset is None:
             return None
         prefix, result = archive_prefix(segment_index), result_name(segment_index)

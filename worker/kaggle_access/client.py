@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import requests
 from kagglesdk import KaggleClient
+from kagglesdk.datasets.types.dataset_api_service import ApiDataset, ApiGetDatasetRequest
 
 from worker.boundary.errors import BackendError, Gone, Rejected, Transient
 
@@ -203,6 +204,20 @@ class KaggleAccount:
     def call(self, what: str, fn: Callable[[KaggleClient], T], timeout: float | None = None) -> T:
         """Run `fn(client)` with a time bound; raise only Transient, Rejected or Gone."""
         return self._bounded(what, lambda: fn(self.client()), timeout)
+
+    def dataset(self, slug: str, owner: str | None = None) -> ApiDataset:
+        """One GetDataset call for `owner/slug` (this account's own by default); a dataset that
+        does not exist (or cannot be seen) raises KaggleNotFound."""
+        request = ApiGetDatasetRequest()
+        request.owner_slug, request.dataset_slug = owner or self.username, slug
+        return self.call("GetDataset", lambda c: c.datasets.dataset_api_client.get_dataset(request))
+
+    def own_dataset(self, slug: str) -> ApiDataset | None:
+        """This account's dataset `slug`, or None where it does not exist."""
+        try:
+            return self.dataset(slug)
+        except KaggleNotFound:
+            return None
 
     def transfer(self, what: str, fn: Callable[[KaggleApi], T], *, busy_403: bool = False) -> T:
         """Run `fn(api)` with the high-level KaggleApi (blob uploads, output downloads)."""

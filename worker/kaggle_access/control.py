@@ -20,7 +20,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from kagglesdk.datasets.types.dataset_api_service import ApiDataset, ApiGetDatasetRequest
+from kagglesdk.datasets.types.dataset_api_service import ApiDataset
 
 from worker.boundary.errors import BackendError, Rejected, Transient
 from worker.control import Command, parse_command
@@ -63,24 +63,14 @@ class ControlDataset:
     def ref(self) -> str:
         return f"{self.account.username}/{self.slug}"
 
-    def _get(self) -> ApiDataset | None:
-        request = ApiGetDatasetRequest()
-        request.owner_slug, request.dataset_slug = self.account.username, self.slug
-        try:
-            return self.account.call(
-                "GetDataset", lambda c: c.datasets.dataset_api_client.get_dataset(request)
-            )
-        except KaggleNotFound:
-            return None
-
     def read(self, launch_id: str) -> Command | None:
         """One GetDataset call: the command the newest version gives `launch_id`, if any."""
-        dataset = self._get()
+        dataset = self.account.own_dataset(self.slug)
         return None if dataset is None else command_for(_newest_notes(dataset), launch_id)
 
     def ensure(self) -> None:
         """Create the dataset (its first version carries no command) unless it exists."""
-        if self._get() is None:
+        if self.account.own_dataset(self.slug) is None:
             self._create()
 
     def send(self, command: Command, launch_id: str) -> None:

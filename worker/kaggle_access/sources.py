@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kagglesdk.datasets.types.dataset_api_service import ApiDataset, ApiGetDatasetRequest
+from kagglesdk.datasets.types.dataset_api_service import ApiDataset
 
 from worker.boundary.errors import Rejected, Transient
 from worker.kaggle_access.client import KaggleAccount, KaggleAuthError, KaggleNotFound
@@ -63,7 +63,7 @@ def check_dataset_sources(account: KaggleAccount, sources: list[str]) -> None:
     for ref in sources:
         source = DatasetSource.parse(ref)
         try:
-            dataset = _get_dataset(account, source)
+            dataset = account.dataset(source.slug, source.owner)
         except (KaggleNotFound, KaggleAuthError) as exc:
             raise Rejected(
                 f"dataset source {source} does not exist or is not visible to "
@@ -76,9 +76,3 @@ def check_dataset_sources(account: KaggleAccount, sources: list[str]) -> None:
         if final:
             raise Rejected(f"dataset source {reason}")
         raise Transient(f"dataset source {reason}")
-
-
-def _get_dataset(account: KaggleAccount, source: DatasetSource) -> ApiDataset:
-    request = ApiGetDatasetRequest()
-    request.owner_slug, request.dataset_slug = source.owner, source.slug
-    return account.call("GetDataset", lambda c: c.datasets.dataset_api_client.get_dataset(request))

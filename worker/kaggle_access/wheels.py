@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kagglesdk.datasets.types.dataset_api_service import ApiDataset, ApiGetDatasetRequest
-
 from worker.kaggle_access.checkpoints import READY, upload_folder
-from worker.kaggle_access.client import KaggleAccount, KaggleNotFound
+from worker.kaggle_access.client import KaggleAccount
 
 NOTES = "baton wheel set"
 
@@ -29,24 +27,14 @@ class WheelSetDataset:
     def ref(self) -> str:
         return f"{self.account.username}/{self.slug}"
 
-    def _dataset(self) -> ApiDataset | None:
-        request = ApiGetDatasetRequest()
-        request.owner_slug, request.dataset_slug = self.account.username, self.slug
-        try:
-            return self.account.call(
-                "GetDataset", lambda c: c.datasets.dataset_api_client.get_dataset(request)
-            )
-        except KaggleNotFound:
-            return None
-
     def ready(self) -> bool:
         """Whether a version of the set is READY to be mounted (one GetDataset call)."""
-        dataset = self._dataset()
+        dataset = self.account.own_dataset(self.slug)
         versions = dataset.versions or [] if dataset is not None else []
         return any((v.status or "").upper() == READY for v in versions)
 
     def publish(self, folder: Path) -> None:
         """Send the built set as the dataset's first version, or as a new one where an older
         set (another interpreter's) is there: the newest version is the one mounted."""
-        dataset = self._dataset()
+        dataset = self.account.own_dataset(self.slug)
         upload_folder(self.account, self.ref, folder, NOTES, exists=dataset is not None, busy=False)

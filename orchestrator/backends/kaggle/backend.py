@@ -82,6 +82,7 @@ from worker.kaggle_access.kernels import (
 )
 from worker.kaggle_access.sources import check_dataset_sources
 from worker.kaggle_access.wheels import WheelSetDataset
+from worker.wheelhouse import requirements_key
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +117,7 @@ def wheelset_slug(requirements: Sequence[str], docker_image: str | None) -> str:
     with the same ones on the same image. The image stands for the Python version and platform,
     which only a session can read: the set itself records them, and a session on another
     interpreter builds it again (worker/wheelhouse.py)."""
-    key = "\n".join(
-        [docker_image or "kaggle-default", *sorted(" ".join(r.split()) for r in requirements)]
-    )
+    key = "\n".join([docker_image or "kaggle-default", *requirements_key(requirements)])
     return f"{WHEELSET_PREFIX}{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 

@@ -31,7 +31,6 @@ from typing import Any
 from kagglesdk import KaggleClient
 from kagglesdk.datasets.types.dataset_api_service import (
     ApiDeleteDatasetRequest,
-    ApiGetDatasetRequest,
 )
 from kagglesdk.kernels.types.kernels_api_service import (
     ApiDeleteKernelRequest,
@@ -195,13 +194,9 @@ class Preflight:
 
     def _wait_ready(self, version: int) -> bool:
         deadline = self.clock() + self.timing.wait_seconds
-        request = ApiGetDatasetRequest()
-        request.owner_slug, request.dataset_slug = self.account.username, self.dataset_slug
         while self.clock() < deadline:
             try:
-                dataset = self.account.call(
-                    "GetDataset", lambda c: c.datasets.dataset_api_client.get_dataset(request)
-                )
+                dataset = self.account.dataset(self.dataset_slug)
             except Gone:
                 dataset = None
             for entry in (dataset.versions or []) if dataset is not None else []:

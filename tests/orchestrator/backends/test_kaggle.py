@@ -25,6 +25,7 @@ from tests.factories import (
     make_settings,
     reference_digest,
     running_api,
+    submit_with_secret,
     wait_finished,
     wait_for,
 )
@@ -32,7 +33,6 @@ from tests.kaggle_emulator import Emulator, FaultKind, JumpClock, start_emulator
 from tests.kaggle_emulator.kernel_sessions import KernelSession, WorkerStatus
 from tests.kaggle_emulator.quota import QuotaWeek, used_seconds
 from tests.support.marks import starts_processes
-from worker.kaggle_access.chaining import SECRET_LABEL
 from worker.kaggle_access.kernel_script import launch_id_of
 
 pytestmark = pytest.mark.slow
@@ -248,12 +248,8 @@ def test_self_chained_job_completes_while_the_orchestrator_is_stopped(tmp_path: 
     with start_emulator(
         tmp_path / "kaggle", queue_seconds=0.2, dataset_processing_seconds=0.5
     ) as emulator:
-        with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
-            api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
-            job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
+        job_id = submit_with_secret(settings, emulator, spec)
         kernel = f"alice/{kernel_slug(job_id)}"
-        emulator.set_secret("alice", SECRET_LABEL, "alice-key")
-        emulator.attach_secret(kernel, SECRET_LABEL)
 
         with running_api(settings, kaggle_url=emulator.url) as api:
             wait_for(api, job_id, lambda job: job["state"] == "running", timeout=60)

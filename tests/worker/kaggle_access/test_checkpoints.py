@@ -14,7 +14,6 @@ from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, start_emulator
 from tests.support.kaggle import EXPECT, account_on, committed_checkpoint, publish_until_settled
 from worker.boundary.contract import CheckpointRef
-from worker.boundary.manifest import write_manifest
 from worker.boundary.paths import MANIFEST_FILE
 from worker.kaggle_access.checkpoints import (
     MAX_UPLOADS,
@@ -137,17 +136,8 @@ def test_a_checkpoint_whose_files_span_several_pages_is_found_and_listed_whole(
 ) -> None:
     """Kaggle lists a version's files a page at a time (Baton asks for 200): a checkpoint of
     more files is still used once READY, and every one of its files is listed."""
-    checkpoint = tmp_path / "ckpt"
-    checkpoint.mkdir()
-    for index in range(250):
-        (checkpoint / f"shard-{index:03d}.bin").write_bytes(b"x")
-    write_manifest(
-        checkpoint,
-        job_id=EXPECT.job_id,
-        segment_index=EXPECT.segment_index,
-        step=EXPECT.step,
-        model_digest="d" * 64,
-    )
+    shards = {f"shard-{index:03d}.bin": b"x" for index in range(250)}
+    checkpoint = committed_checkpoint(tmp_path / "ckpt", files=shards)
     dataset = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "staging")
     published = publish_until_settled(dataset, checkpoint)
     assert getattr(published, "version", None) == 1

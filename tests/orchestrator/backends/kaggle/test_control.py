@@ -25,13 +25,13 @@ from tests.factories import (
     make_settings,
     reference_digest,
     running_api,
+    submit_with_secret,
     wait_finished,
     wait_for,
 )
 from tests.kaggle_emulator import Emulator, start_emulator
 from tests.kaggle_emulator.kernel_sessions import KernelSession
 from worker.boundary.paths import SessionPaths
-from worker.kaggle_access.chaining import SECRET_LABEL
 
 pytestmark = pytest.mark.slow
 
@@ -62,11 +62,7 @@ def _listening_job(
     """A submitted job whose kernel has the key attached as a Secret, with the API running."""
     settings = make_settings(tmp_path / "data", kaggle_poll_seconds=30 * SCALE)
     with start_emulator(tmp_path / "kaggle", **FAST_EMULATOR) as emulator:
-        with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
-            api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
-            job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
-        emulator.set_secret("alice", SECRET_LABEL, "alice-key")
-        emulator.attach_secret(f"alice/{kernel_slug(job_id)}", SECRET_LABEL)
+        job_id = submit_with_secret(settings, emulator, spec)
         with running_api(settings, kaggle_url=emulator.url) as api:
             yield api, emulator, job_id
 

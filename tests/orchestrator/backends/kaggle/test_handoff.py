@@ -12,11 +12,16 @@ from typing import Any
 
 import pytest
 
-from orchestrator.backends.kaggle.backend import kernel_slug
-from tests.factories import kaggle_spec, make_settings, reference_digest, running_api, wait_finished
+from tests.factories import (
+    kaggle_spec,
+    make_settings,
+    reference_digest,
+    running_api,
+    submit_with_secret,
+    wait_finished,
+)
 from tests.kaggle_emulator import Emulator, start_emulator
 from worker.boundary.planning import ESTIMATE_PADDING
-from worker.kaggle_access.chaining import SECRET_LABEL
 
 pytestmark = pytest.mark.slow
 
@@ -64,12 +69,7 @@ def _kaggle(tmp_path: Path, **costs: float) -> Iterator[tuple[Path, Emulator]]:
 
 def _run(data: Path, emulator: Emulator, spec: dict[str, Any]) -> list[dict[str, Any]]:
     settings = make_settings(data)
-    with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
-        api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
-        job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
-    # The user's key as a Kaggle Secret on the job's kernel, as self-chaining needs it too.
-    emulator.set_secret("alice", SECRET_LABEL, "alice-key")
-    emulator.attach_secret(f"alice/{kernel_slug(job_id)}", SECRET_LABEL)
+    job_id = submit_with_secret(settings, emulator, spec)
     with running_api(settings, kaggle_url=emulator.url) as api:
         job = wait_finished(api, job_id, timeout=600)
         assert job["state"] == "succeeded", job

@@ -13,18 +13,17 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from orchestrator.backends.kaggle.backend import kernel_slug
 from orchestrator.config import Settings
 from tests.factories import (
     kaggle_spec,
     make_settings,
     reference_digest,
     running_api,
+    submit_with_secret,
     wait_finished,
     wait_for,
 )
 from tests.kaggle_emulator import Emulator, start_emulator
-from worker.kaggle_access.chaining import SECRET_LABEL
 
 pytestmark = pytest.mark.slow
 
@@ -62,13 +61,7 @@ def _submitted(
     with start_emulator(
         tmp_path / "kaggle", queue_seconds=0.2, dataset_processing_seconds=0.5
     ) as emulator:
-        with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
-            api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
-            submitted = api.post("/api/v1/jobs", json=spec)
-            assert submitted.status_code == 201, submitted.text
-            job_id = submitted.json()["id"]
-        emulator.set_secret("alice", SECRET_LABEL, "alice-key")
-        emulator.attach_secret(f"alice/{kernel_slug(job_id)}", SECRET_LABEL)
+        job_id = submit_with_secret(settings, emulator, spec)
         with running_api(settings, kaggle_url=emulator.url) as api:
             yield api, emulator, job_id
         assert emulator.internal_errors == []

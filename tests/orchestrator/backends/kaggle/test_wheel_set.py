@@ -20,11 +20,11 @@ from tests.factories import (
     make_settings,
     reference_digest,
     running_api,
+    submit_with_secret,
     wait_finished,
     wheel_file,
 )
 from tests.kaggle_emulator import start_emulator
-from worker.kaggle_access.chaining import SECRET_LABEL
 
 pytestmark = pytest.mark.slow
 
@@ -59,12 +59,8 @@ def _chain(tmp_path: Path, spec: dict[str, Any]) -> tuple[list[dict[str, Any]], 
         package_download_seconds=0.2,
     ) as emulator:
         settings = make_settings(tmp_path / "data")
-        with running_api(settings, embedded_loop=False, kaggle_url=emulator.url) as api:
-            api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
-            job_id = api.post("/api/v1/jobs", json=spec).json()["id"]
+        job_id = submit_with_secret(settings, emulator, spec)
         kernel = f"alice/{kernel_slug(job_id)}"
-        emulator.set_secret("alice", SECRET_LABEL, "alice-key")
-        emulator.attach_secret(kernel, SECRET_LABEL)
         with running_api(settings, kaggle_url=emulator.url) as api:
             job = wait_finished(api, job_id, timeout=300)
             assert job["state"] == "succeeded", job
