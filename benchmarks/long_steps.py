@@ -107,10 +107,13 @@ class LongStepRun:
         }
 
 
-def measure(scale: float, workdir: Path) -> LongStepRun:
+def measure(scale: float, workdir: Path, safety: float | None = None) -> LongStepRun:
+    """`safety`: the margin's safety seconds (default: Kaggle's default, scaled)."""
     session = KAGGLE_SESSION_SECONDS / scale
     step = GUIDE_STEP_SECONDS[1] / scale
-    margin = MarginPolicy(DEFAULT_K_STEPS, DEFAULT_SAFETY_SECONDS / scale)
+    margin = MarginPolicy(
+        DEFAULT_K_STEPS, DEFAULT_SAFETY_SECONDS / scale if safety is None else safety
+    )
     spec = job_spec(FULL)
     spec["trainer"] = "benchmarks.workload:TimedPacedCharLM"
     spec["config"] |= _TINY_MODEL
@@ -298,10 +301,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=100.0, help="time scale-down (default 100)")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     parser.add_argument("--doc", action="store_true", help="rewrite its docs/benchmarks.md section")
+    parser.add_argument(
+        "--safety",
+        type=float,
+        default=None,
+        help="the margin's safety seconds (default: 1 s scaled down); a smoke run on a busy "
+        "machine gives its save room to stall",
+    )
     args = parser.parse_args(argv)
+    if args.doc and args.safety is not None:
+        parser.error("--doc describes the default margin: leave out --safety")
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="baton-long-steps-") as workdir:
-        run = measure(args.scale, Path(workdir))
+        run = measure(args.scale, Path(workdir), args.safety)
     print(report(run))
     if args.doc:
         write_section(doc_section(run, _where(started)))

@@ -145,11 +145,14 @@ def _end_leftovers(proc: subprocess.Popen[bytes]) -> None:
     """Kill and reap whatever the session started and left running: its process group, and
     every descendant (other groups too, re-parented here as the subreaper)."""
     _signal_group(proc.pid, signal.SIGKILL)
-    left = psutil.Process().children(recursive=True)
-    for process in left:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
-    psutil.wait_procs(left, timeout=_REAP_SECONDS)
+    # Again until none is left: a rank whose parent died as it was listed is re-parented here
+    # only after, and a busy machine can take a while to tear a large process down.
+    bound = time.monotonic() + _REAP_SECONDS
+    while (left := psutil.Process().children(recursive=True)) and time.monotonic() < bound:
+        for process in left:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        psutil.wait_procs(left, timeout=max(0.0, bound - time.monotonic()))
 
 
 class _Requests:
@@ -243,11 +246,9 @@ def _announce(root: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    # Nothing a session writes is for other users of this machine.
-    os.umask(0o077)
+    os.umask(0o077)  # the session's log, output and checkpoints are its owner's alone
     # Handlers first, then the signals the launcher blocked: a cancel sent during start-up is
     # delivered now, to the handler.
-    os.umask(0o077)  # the session's log, output and checkpoints are its owner's alone
     requests = _Requests()
     _become_subreaper()
     root = Path(argv[1]).resolve()
