@@ -52,6 +52,7 @@ from orchestrator.lifecycle import (
     UserAction,
 )
 from orchestrator.quota_use import quota_use
+from orchestrator.spec import stored_spec
 from orchestrator.wire import SegmentOut
 
 HERE = FilePath(__file__).parent
@@ -353,6 +354,11 @@ def _job_context(
         segments = queries.list_segments(session, viewer.user.id, job_id)
         metrics = queries.list_metrics(session, viewer.user.id, job_id)
         checkpoints = queries.list_checkpoints(session, viewer.user.id, job_id, include_pruned=True)
+        retention_due = (
+            job.state == JobState.SUCCEEDED
+            and sum(ckpt.kept for ckpt in checkpoints)
+            > stored_spec(queries.own_job(session, viewer.user.id, job_id).spec).keep_when_done
+        )
         events = queries.list_events(session, viewer.user.id, job_id)
         other = None
         if compare is not None and compare != job_id:
@@ -388,6 +394,10 @@ def _job_context(
         "events": list(reversed(events))[:100],
         "actions": ACTIONS.get(JobState(job.state), ()),
         "finished": job.state in FINISHED,
+        # The live part stops refreshing once nothing on it can change: a succeeded job's
+        # retention runs just after its last segment commits, so until the older checkpoints
+        # show as pruned it refreshes on.
+        "settled": job.state in FINISHED and not retention_due,
         "failure_log": _failure_log(services, viewer, job_id, segments)
         if job.state == JobState.FAILED
         else None,
