@@ -13,7 +13,6 @@ import logging
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -27,13 +26,8 @@ from worker.accelerator import Accelerators, accelerator_problem, visible_accele
 from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
 from worker.boundary.kernel_options import KernelControl, KernelOptions, WheelSet
 from worker.boundary.launch_id import LaunchId
-from worker.boundary.paths import (
-    CHECKPOINT_DIR,
-    MANIFEST_FILE,
-    RESULT_FILE,
-    RESUME_PATH,
-    SessionPaths,
-)
+from worker.boundary.paths import RESULT_FILE, RESUME_PATH, SessionPaths
+from worker.boundary.version_layout import find_mounted, other_checkpoints, stage_mounted
 from worker.control import relay
 from worker.proctime import process_start_time
 from worker.runtime import EXIT_FAILED
@@ -59,20 +53,20 @@ def kaggle_root() -> Path:
 def find_mounted_checkpoint(
     input_dir: Path, dataset_slug: str, archive: str, measured: Path | None = None
 ) -> Path | None:
-    """The mounted checkpoint: `<slug>/<archive>.tar`, or the folder Kaggle unpacked it into.
+    """The mounted checkpoint published as `archive`, in whichever layout the version holds it
+    (its flat files, an archive, or the folder Kaggle unpacked that into: version_layout).
 
-    Kaggle mounts a dataset at input/<slug> (newer images nest it deeper) and may unpack an
-    uploaded archive, so both layouts are accepted. `measured`: where `baton kaggle check` saw
-    this account's datasets mounted, looked at first.
+    Kaggle mounts a dataset at input/<slug> (newer images nest it deeper). `measured`: where
+    `baton kaggle check` saw this account's datasets mounted, looked at first.
     """
     for mount in _mounts(input_dir, dataset_slug, measured):
-        for candidate in (mount / archive, mount / archive.removesuffix(".tar")):
-            if candidate.is_file() or (candidate / MANIFEST_FILE).is_file():
-                return candidate
+        found = find_mounted(mount, archive)
+        if found is not None:
+            return found
     # Not there: Kaggle served another version. Hand the worker whatever checkpoint it holds,
     # so that its manifest check rejects it by name instead of failing on a missing file.
     for mount in _mounts(input_dir, dataset_slug, measured):
-        others = sorted(mount.glob(f"{CHECKPOINT_DIR}-s*"))
+        others = other_checkpoints(mount)
         if others:
             log.error("%s is not in the mounted %s: stale version", archive, dataset_slug)
             return others[-1]
@@ -112,16 +106,11 @@ def session_origin(measured_boot_seconds: float = 0.0) -> float:
 def stage_checkpoint(mounted: Path, target: Path) -> None:
     """Put the checkpoint at `target`; the worker verifies its manifest before trusting it.
 
-    A folder Kaggle unpacked is linked, not copied: the worker only reads it, and a copy would
-    be a second checkpoint-sized write to the session's disk. A mounted archive is unpacked.
+    Flat files and a folder Kaggle unpacked are linked, not copied: the worker only reads them,
+    and a copy would be a second checkpoint-sized write to the session's disk. A mounted
+    archive (of a checkpoint with too many files, or one published before) is unpacked.
     """
-    if mounted.is_file():
-        target.mkdir(parents=True)
-        with tarfile.open(mounted) as archive:
-            archive.extractall(target, filter="data")
-    else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.symlink_to(mounted.resolve(), target_is_directory=True)
+    stage_mounted(mounted, target)
 
 
 def install_requirements(requirements: list[str]) -> None:

@@ -20,7 +20,15 @@ from requests import HTTPError
 from tests.emulator import calls
 from tests.emulator.calls import TERMINAL
 from tests.kaggle_emulator import Emulator
-from tests.kaggle_emulator.datasets import PROCESSING_STAGES
+from tests.kaggle_emulator.blobs import Blob
+from tests.kaggle_emulator.datasets import (
+    MAX_FILES_PER_VERSION,
+    PROCESSING_STAGES,
+    Dataset,
+    DatasetRegistry,
+    DatasetTiming,
+    TooManyFiles,
+)
 
 
 def _folder(path: Path, slug: str, files: dict[str, str]) -> Path:
@@ -176,3 +184,35 @@ def test_unknown_or_unready_source_is_reported_invalid_and_not_mounted(
     final, _ = calls.wait_for(client, "alice/early", TERMINAL)
     assert final.status == S.COMPLETE
     assert emulator.push_counts == {"alice/early": 1}
+
+
+def test_each_file_of_a_version_is_kept_at_the_top_level_under_its_uploaded_name(
+    emulator: Emulator, client: KaggleClient, tmp_path: Path
+) -> None:
+    """What Baton's flat checkpoint layout relies on (worker/boundary/version_layout.py): each
+    file of the folder is its own upload, kept at the version's top level under the name it was
+    uploaded as (paths are not kept: kaggle-cli #890)."""
+    names = {f"checkpoint-s00000-step1-abc__shard_2d{index:03d}_2ebin": "x" for index in range(12)}
+    folder = _folder(tmp_path / "many", "many-files", names)
+    assert not emulator.kaggle_api().dataset_create_new(str(folder), quiet=True).error
+    _wait_ready(client, "many-files")
+    assert sorted(_file_names(client, "many-files")) == sorted(names)
+
+
+def test_a_version_of_more_than_1000_files_is_refused_with_kaggles_text(tmp_path: Path) -> None:
+    """Up to 1000 files a version; one more is refused with Kaggle's own text (the CLI printed
+    "The file count exceeds the maximum of 1000", whirlwide/candlestick_retriever #15). (The
+    registry itself: 1001 uploads through the client take a minute.)"""
+    content = tmp_path / "x"
+    content.write_text("x")
+    registry = DatasetRegistry(tmp_path / "datasets", DatasetTiming(0.0, 0.0), True)
+
+    def dataset(slug: str, files: int) -> None:
+        blobs = [Blob(str(i), f"f{i:04d}", 1, content, received=1) for i in range(files)]
+        record = Dataset(0, "alice", slug, slug, True, None, None, None)
+        registry.create(record, blobs, 0.0)
+
+    dataset("most-files", MAX_FILES_PER_VERSION)
+    with pytest.raises(TooManyFiles, match="The file count exceeds the maximum of 1000"):
+        dataset("too-many-files", MAX_FILES_PER_VERSION + 1)
+    assert [d.slug for d in registry.all()] == ["most-files"]

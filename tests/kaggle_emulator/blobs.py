@@ -57,6 +57,12 @@ class BlobStore:
             self._blobs[token] = blob
         return blob
 
+    def started_names(self) -> list[str]:
+        """The name of every blob upload started, in order (a file uploaded twice is there
+        twice)."""
+        with self._lock:
+            return [blob.name for blob in self._blobs.values()]
+
     def put(self, token: str, body: bytes, content_range: str | None) -> PutResult:
         with self._lock:
             blob = self._blobs.get(token)

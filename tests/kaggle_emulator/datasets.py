@@ -131,6 +131,15 @@ class DatasetExistsError(Exception):
     pass
 
 
+class TooManyFiles(Exception):
+    """A version of more files than Kaggle keeps in one; Kaggle's text, in the response's
+    `error` (the CLI prints "Dataset version creation error: The file count exceeds the maximum
+    of 1000", whirlwide/candlestick_retriever #15)."""
+
+    def __init__(self) -> None:
+        super().__init__(f"The file count exceeds the maximum of {MAX_FILES_PER_VERSION}")
+
+
 class DatasetRegistry:
     """All datasets; the caller holds the emulator's lock."""
 
@@ -220,7 +229,7 @@ class DatasetRegistry:
             self._place(blob, directory)
         if sum(1 for p in directory.rglob("*") if p.is_file()) > MAX_FILES_PER_VERSION:
             shutil.rmtree(directory)
-            raise ApiError(400, f"A dataset version holds at most {MAX_FILES_PER_VERSION} files")
+            raise TooManyFiles
         # Zipped on the first whole-version download (`zipped`), not here: most versions Baton
         # writes are only ever mounted, and deflating gigabytes on every upload is slow.
         archive = base / f"{number}.zip"

@@ -5,6 +5,7 @@ publish, published the way the engine asks, tick after tick."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -48,6 +49,7 @@ def committed_checkpoint(
     `expect`."""
     path.mkdir(parents=True)
     for name, content in (files or {"model.bin": b"weights" * 100}).items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_bytes(content)
     write_manifest(
         path,
@@ -60,16 +62,37 @@ def committed_checkpoint(
 
 
 def publish_until_settled(
-    dataset: CheckpointDataset, checkpoint: Path, timeout: float = 30
+    dataset: CheckpointDataset,
+    checkpoint: Path,
+    timeout: float = 30,
+    expect: CheckpointRef = EXPECT,
+    result: Path | None = None,
 ) -> object:
     """Ask as the engine does, tick after tick, until publishing returns (the published
     checkpoint) or is refused (the Rejected); None if neither happens within `timeout`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            return dataset.ensure_published(EXPECT, checkpoint)
+            return dataset.ensure_published(expect, checkpoint, result)
         except Transient:
             time.sleep(0.1)
         except Rejected as refused:
             return refused
     return None
+
+
+def bytes_written_beside(folder: Path, checkpoint: Path) -> int:
+    """Bytes the files under `folder` hold that `checkpoint`'s own files do not: a regular
+    file's blocks unless it is a hard link of one of the checkpoint's, a symbolic link's target
+    path (the link holds none of the file's bytes). What publishing a checkpoint costs the
+    session's disk beyond the checkpoint itself (issue 18: it must write it once)."""
+    files = [p for p in checkpoint.rglob("*") if p.is_file()]
+    shared = {(p.stat().st_dev, p.stat().st_ino) for p in files}
+    held = 0
+    for entry in folder.rglob("*"):
+        info = entry.lstat()
+        if entry.is_symlink():
+            held += len(os.readlink(entry))
+        elif entry.is_file() and (info.st_dev, info.st_ino) not in shared:
+            held += info.st_blocks * 512
+    return held

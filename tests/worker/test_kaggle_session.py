@@ -24,7 +24,7 @@ from kagglesdk import kaggle_env
 
 import worker.proctime
 from tests.factories import fast_emulator, wheel_file
-from tests.kaggle_emulator import Emulator
+from tests.kaggle_emulator import Emulator, FaultKind
 from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
 from tests.support.kaggle import account_on
 from tests.support.marks import starts_processes
@@ -43,9 +43,10 @@ from worker.boundary.launch_id import LaunchId
 from worker.boundary.manifest import verify_checkpoint
 from worker.boundary.paths import MANIFEST_FILE, RESUME_PATH, SessionPaths
 from worker.boundary.transport import PUBLISH_FILE, Published
+from worker.boundary.version_layout import flat_name, stage_upload
 from worker.control import Command
 from worker.kaggle_access.chaining import SECRET_LABEL
-from worker.kaggle_access.checkpoints import CheckpointDataset, archive_name, pack_checkpoint
+from worker.kaggle_access.checkpoints import CheckpointDataset, archive_name
 from worker.kaggle_access.control import ControlDataset
 from worker.kaggle_session import (
     ensure_kaggle_client,
@@ -424,9 +425,10 @@ def test_two_sessions_end_on_the_uninterrupted_digest_the_second_resuming_from_t
     kaggle_session: KaggleSession, pip_target: Path
 ) -> None:
     """Two sessions of a job, the second resuming from the first's checkpoint mounted as the
-    archive Kaggle serves, end with the digest of one uninterrupted session; the first installs
-    its requirements before training, and its clock starts the boot offset `baton kaggle check`
-    measured before this process did."""
+    version Kaggle serves (its files at the top level, under their flat names), end with the
+    digest of one uninterrupted session; the first installs its requirements before training,
+    and its clock starts the boot offset `baton kaggle check` measured before this process
+    did."""
     wheel = wheel_file(pip_target.parent / "wheels", "baton-demo-requirement", "1.0")
     first = make_spec(total_steps=8, config={"stop_every_steps": 4}, limit_seconds=LONG)
     root = kaggle_session("first", "gpu:1")
@@ -443,8 +445,7 @@ def test_two_sessions_end_on_the_uninterrupted_digest_the_second_resuming_from_t
     archive = archive_name(expect, SessionPaths(root).checkpoint)
     second = next_spec(first, stopped)
     resumed_root = kaggle_session("second")
-    (resumed_root / "input" / SLUG).mkdir()
-    pack_checkpoint(SessionPaths(root).checkpoint, resumed_root / "input" / SLUG / archive)
+    stage_upload(SessionPaths(root).checkpoint, archive, resumed_root / "input" / SLUG)
     code = run_kaggle_segment(_segment(second), _options(checkpoint_file=archive), b"")
     assert code == EXIT_COMMITTED
     finished = SegmentResult.read(SessionPaths(resumed_root).result)
@@ -598,11 +599,45 @@ def test_the_session_publishes_its_own_committed_checkpoint_before_it_ends(
     name = archive_name(CheckpointRef("job-1", 0, 3), paths.checkpoint)
     published = Published.read(paths.working / PUBLISH_FILE)
     assert (published.dataset_slug, published.archive) == (publish.dataset, name)
-    # Kaggle processes the upload after the session: the ready version holds the archive.
+    # Kaggle processes the upload after the session: the ready version holds the checkpoint's
+    # files at its top level, each at its committed size.
     dataset = CheckpointDataset(account_on(kaggle_api), publish.dataset, tmp_path / "staging")
     version = _segment_0_once_ready(dataset)
-    # Kaggle unpacks an uploaded archive into a folder of its name.
-    assert f"{name.removesuffix('.tar')}/{MANIFEST_FILE}" in dataset.files(version)
+    files = dataset.files(version)
+    committed = {
+        flat_name(name, path.relative_to(paths.checkpoint).as_posix()): path.stat().st_size
+        for path in paths.checkpoint.rglob("*")
+        if path.is_file()
+    }
+    assert committed.items() <= files.items()
+    assert published.archive_bytes == sum(committed.values())
+
+
+@pytest.mark.parametrize("kaggle_answers", ["500-after-taking-it", "accepted-never-ready"])
+def test_the_session_asks_again_after_a_passing_error_and_never_waits_for_processing(
+    kaggle_session: KaggleSession, kaggle_api: Emulator, kaggle_answers: str
+) -> None:
+    """An upload Kaggle answers with a 500 (having taken it, kaggle-api #424) is asked about
+    again until Kaggle has it; an upload Kaggle accepted is handed over at once, even where
+    processing never ends, so no session time goes to waiting for it. Either way publish.json
+    names the checkpoint, and the time publishing took, which the orchestrator learns as the
+    session's upload time (the session's limit is 12 h: a session that waited would not end)."""
+    root = kaggle_session("kaggle")
+    if kaggle_answers == "500-after-taking-it":
+        kaggle_api.faults.fail_next("CreateDataset", FaultKind.SERVER_ERROR_AFTER_EFFECT)
+    else:
+        kaggle_api.faults.dataset_outcomes = ["BLOBS_RECEIVED"]
+    options = _options(publish=Publish("alice", "baton-ckpt-job-1-s0"))
+    started = time.time()
+    code = run_kaggle_segment(_segment(make_spec(total_steps=3, limit_seconds=LONG)), options, b"")
+    assert code == EXIT_COMMITTED
+    paths = SessionPaths(root)
+    published = Published.read(paths.working / PUBLISH_FILE)
+    assert published.archive == archive_name(CheckpointRef("job-1", 0, 3), paths.checkpoint)
+    assert 0 < published.seconds < time.time() - started
+    record = kaggle_api.dataset("alice/baton-ckpt-job-1-s0")
+    assert record is not None
+    assert len(record.versions) == 1  # asked again, never sent twice
 
 
 def test_a_self_chained_session_publishes_its_final_checkpoint_for_the_orchestrator(

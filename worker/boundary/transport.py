@@ -40,7 +40,9 @@ REMOTE_FILE = "remote.json"
 @dataclass(frozen=True)
 class Published:
     """What a session says it published: a dataset (slug, on the session's own account), the
-    archive carrying the checkpoint, its size, and how long publishing took in the session."""
+    name the checkpoint was published under (`archive`: its flat stem, or an archive's name,
+    worker/boundary/version_layout.py; the field keeps its first name, which stored records
+    use), the checkpoint's bytes uploaded, and how long publishing took in the session."""
 
     dataset_slug: str
     archive: str
@@ -67,7 +69,8 @@ class Published:
 @dataclass(frozen=True)
 class RemoteCopy:
     """Where a checkpoint the orchestrator never held lies: `owner/slug` version `version`,
-    archive `archive` (a Kaggle dataset), checked against the manifest whose sha256 it names."""
+    the checkpoint published as `archive` (a Kaggle dataset; version_layout names it), checked
+    against the manifest whose sha256 it names."""
 
     dataset_ref: str
     version: int

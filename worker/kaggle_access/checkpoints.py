@@ -1,10 +1,11 @@
 """A job's checkpoint dataset on Kaggle: one private dataset, one version per committed segment.
 
-Each version holds one archive named after the checkpoint it carries
-(`checkpoint-s00003-step120.tar`): a tar, because Kaggle's default `dir_mode` drops subfolders
-and a version holds at most 1000 files. Publishing is idempotent: a version is looked up by that
-name and size before anything is uploaded, so a retried publish never makes a second copy, and a
-truncated upload is never mistaken for the checkpoint.
+Each version holds the checkpoint's files at its top level, under names that carry their paths
+in the checkpoint, linked into the upload (never copied), or, for a checkpoint of more files
+than a version holds, one archive: `worker/boundary/version_layout.py` owns the names and every
+layout a version may hold. Publishing is idempotent: a version is looked up by those names and
+sizes (or by the notes naming the checkpoint) before anything is uploaded, so a retried publish
+never makes a second copy, and a truncated upload is never mistaken for the checkpoint.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,8 +28,18 @@ from kagglesdk.datasets.types.dataset_api_service import (
 
 from worker.boundary.contract import CheckpointRef
 from worker.boundary.errors import Pending, Rejected, Transient
-from worker.boundary.manifest import CorruptCheckpoint, sha256_file, verify_checkpoint
-from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
+from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint
+from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
+from worker.boundary.version_layout import (
+    TAR_SUFFIX,
+    checkpoint_files,
+    listings,
+    published_name,
+    segment_prefix,
+    stage_upload,
+    stem_of,
+    unpack_version,
+)
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound
 
 # How long a version Kaggle accepted may take to show up, and then to finish processing. Past
@@ -77,35 +87,9 @@ def result_name(segment_index: int) -> str:
     return f"result-s{segment_index:05d}.json"
 
 
-def archive_prefix(segment_index: int) -> str:
-    return f"checkpoint-s{segment_index:05d}-"
-
-
 def archive_name(expect: CheckpointRef, checkpoint_dir: Path) -> str:
-    """Names the exact checkpoint: its segment, step and the hash of its manifest."""
-    manifest = sha256_file(checkpoint_dir / MANIFEST_FILE)[:12]
-    return f"{archive_prefix(expect.segment_index)}step{expect.step}-{manifest}.tar"
-
-
-def pack_checkpoint(checkpoint_dir: Path, archive: Path) -> int:
-    """Tar the checkpoint directory (uncompressed: weights do not compress); returns its size."""
-    tmp = archive.with_name(archive.name + ".tmp")
-    with tarfile.open(tmp, "w") as tar:
-        for file in sorted(checkpoint_dir.rglob("*")):
-            if file.is_file():
-                tar.add(file, arcname=file.relative_to(checkpoint_dir).as_posix())
-    tmp.replace(archive)
-    return archive.stat().st_size
-
-
-def _layouts(archive: Path, checkpoint_dir: Path) -> list[dict[str, int]]:
-    """What a version holding this checkpoint lists: the archive, or the files Kaggle unpacked."""
-    unpacked = {
-        f"{archive.stem}/{file.relative_to(checkpoint_dir).as_posix()}": file.stat().st_size
-        for file in checkpoint_dir.rglob("*")
-        if file.is_file()
-    }
-    return [{archive.name: archive.stat().st_size}, unpacked]
+    """The name the checkpoint is published under (version_layout.published_name)."""
+    return published_name(expect, checkpoint_dir)
 
 
 @dataclass(frozen=True)
@@ -141,15 +125,15 @@ class CheckpointDataset:
         the engine simply asks again on a later tick. `result` (a self-chaining segment's
         result.json) travels in the same version, so the orchestrator can collect from it.
         """
-        name = archive_name(expect, checkpoint_dir)
-        archive = self._packed(checkpoint_dir, name, expect)
+        name = published_name(expect, checkpoint_dir)
+        folder = self._staged(checkpoint_dir, name, expect)
         dataset = self.account.own_dataset(self.slug)
-        marker = archive.with_name(archive.name + ".uploaded")
+        marker = self.staging / f"{name}.uploaded"
         uploads, uploaded_at, created, confirmed = _read_marker(marker)
         waited = self._clock() - uploaded_at
         if dataset is not None:
             try:
-                found = self._find(dataset, name, _layouts(archive, checkpoint_dir))
+                found = self._find(dataset, name, self._layouts(checkpoint_dir, name))
             except StillProcessing:
                 if uploads and waited > PROCESSING_WITHIN_SECONDS:
                     raise Rejected(storage_full_reason(self.ref, name, waited / 60)) from None
@@ -186,7 +170,8 @@ class CheckpointDataset:
         state = {"uploads": uploads + 1, "at": self._clock(), "created": dataset is None}
         marker.write_text(json.dumps(state | {"confirmed": False}))
         try:
-            self._upload(archive, expect, result, exists=dataset is not None, busy=first_processing)
+            exists = dataset is not None
+            self._upload(folder, name, expect, result, exists=exists, busy=first_processing)
         except DatasetExists:
             # An earlier create of this job's own dataset took effect (its answer was lost):
             # adopt it. Its first version is found by its files once READY, or waited for.
@@ -196,7 +181,7 @@ class CheckpointDataset:
         raise Pending(f"published {name} to {self.ref}; waiting for processing")
 
     def upload_confirmed(self, name: str) -> bool:
-        """Whether Kaggle answered the upload of archive `name` (it then processes it itself)."""
+        """Whether Kaggle answered the upload of checkpoint `name` (it then processes it)."""
         uploads, _, _, confirmed = _read_marker(self.staging / f"{name}.uploaded")
         return uploads > 0 and confirmed
 
@@ -213,35 +198,65 @@ class CheckpointDataset:
         return False
 
     def _clear_staging(self, keep: str) -> None:
-        """Published: the local archives of this and older checkpoints are no longer needed."""
+        """Published: what was staged for older checkpoints is no longer needed."""
         for entry in self.staging.iterdir():
             if not entry.name.startswith(keep):
-                if entry.is_dir():
+                if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry, ignore_errors=True)
                 else:
                     entry.unlink(missing_ok=True)
 
-    def _packed(self, checkpoint_dir: Path, name: str, expect: CheckpointRef) -> Path:
-        """The archive to upload, made once, from a checkpoint verified once."""
-        archive = self.staging / name
-        if not archive.exists():
+    def _staged(self, checkpoint_dir: Path, name: str, expect: CheckpointRef) -> Path:
+        """The folder to upload, made once, from a checkpoint verified once: the checkpoint's
+        files linked under their flat names (no byte written), or its archive."""
+        folder = self._folder(name)
+        if not folder.is_dir():
             try:
                 verify_checkpoint(checkpoint_dir, expect)
             except CorruptCheckpoint as exc:
                 raise Rejected(f"the checkpoint to publish is unusable: {exc}") from exc
             self.staging.mkdir(parents=True, exist_ok=True)
-            pack_checkpoint(checkpoint_dir, archive)
-        return archive
+            partial = folder.with_name(folder.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            stage_upload(checkpoint_dir, name, partial)
+            partial.replace(folder)
+        return folder
+
+    def _folder(self, name: str) -> Path:
+        return self.staging / f"{name}.staged"
+
+    def staged_bytes(self, name: str) -> int:
+        """The checkpoint's bytes in the upload of `name` (its files, or its archive)."""
+        stem = stem_of(name)
+        return sum(
+            entry.stat().st_size
+            for entry in self._folder(name).iterdir()
+            if entry.name.startswith(stem)
+        )
+
+    def _layouts(self, checkpoint_dir: Path, name: str) -> list[tuple[str, dict[str, int]]]:
+        """What a version holding this checkpoint lists, with the name it is published under:
+        its flat files, the files Kaggle unpacked from its archive, or (staged here) the
+        archive itself."""
+        files = checkpoint_files(checkpoint_dir)
+        sizes = {path: file.stat().st_size for path, file in files.items()}
+        found = listings(stem_of(name), sizes)
+        if name.endswith(TAR_SUFFIX):
+            archive = self._folder(name) / name
+            found.append((name, {name: archive.stat().st_size}))
+        return found
 
     def _find(
-        self, dataset: ApiDataset, name: str, layouts: list[dict[str, int]]
+        self, dataset: ApiDataset, name: str, layouts: list[tuple[str, dict[str, int]]]
     ) -> PublishedCheckpoint | None:
-        """The READY version holding the checkpoint; Transient while one is on its way."""
+        """The READY version holding the checkpoint, under the name it was published as (an
+        archive, before the flat layout); Transient while one is on its way."""
+        names = {version_notes(n): n for n in (stem_of(name), stem_of(name) + TAR_SUFFIX)}
         for version in _newest_first(dataset):
             status = (version.status or "").upper()
-            if version.version_notes == version_notes(name):
+            if version.version_notes in names:
                 if status == READY:
-                    return PublishedCheckpoint(version.version_number, name)
+                    return PublishedCheckpoint(version.version_number, names[version.version_notes])
                 if status in _LOST:
                     return None  # uploaded again, a bounded number of times
                 raise StillProcessing(
@@ -250,8 +265,9 @@ class CheckpointDataset:
             if status != READY:
                 continue  # its files cannot be listed yet, and it may be someone else's
             files = self._files(version.version_number)
-            if any(layout.items() <= files.items() for layout in layouts):
-                return PublishedCheckpoint(version.version_number, name)
+            for published, listing in layouts:
+                if listing.items() <= files.items():
+                    return PublishedCheckpoint(version.version_number, published)
         return None
 
     def files(self, version: int) -> dict[str, int]:
@@ -267,7 +283,11 @@ class CheckpointDataset:
                 f"{self.ref}/{version}", name, path=str(target), force=True, quiet=True
             ),
         )
-        return target / PurePosixPath(name).name
+        # kaggle 2.2.5 keeps a nested name's folders under `target`; 2.2.4 wrote its base name.
+        for path in (target / name, target / PurePosixPath(name).name):
+            if path.is_file():
+                return path
+        raise Transient(f"downloading {name} from {self.ref} v{version} left no file")
 
     def _files(self, version: int) -> dict[str, int]:
         files: dict[str, int] = {}
@@ -288,29 +308,24 @@ class CheckpointDataset:
 
     def _upload(
         self,
-        archive: Path,
+        folder: Path,
+        name: str,
         expect: CheckpointRef,
         result: Path | None,
         *,
         exists: bool,
         busy: bool,
     ) -> None:
-        folder = self.staging / f"upload-{archive.stem}"
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        (folder / archive.name).hardlink_to(archive)
         if result is not None:
             shutil.copyfile(result, folder / result_name(expect.segment_index))
-        upload_folder(
-            self.account, self.ref, folder, version_notes(archive.name), exists=exists, busy=busy
-        )
+        upload_folder(self.account, self.ref, folder, version_notes(name), exists=exists, busy=busy)
 
     def find_segment(self, segment_index: int) -> int | None:
         """The ready version a self-chaining segment published its checkpoint and result in."""
         dataset = self.account.own_dataset(self.slug)
         if dataset is None:
             return None
-        prefix, result = archive_prefix(segment_index), result_name(segment_index)
+        prefix, result = segment_prefix(segment_index), result_name(segment_index)
         for version in _newest_first(dataset):
             status = (version.status or "").upper()
             notes = version.version_notes or ""
@@ -337,15 +352,9 @@ class CheckpointDataset:
             ),
         )
         target.mkdir(parents=True)
-        prefix = archive_prefix(segment_index)
-        for entry in raw.rglob(f"{prefix}*"):
-            if entry.is_file() and entry.suffix == ".tar":
-                with tarfile.open(entry) as tar:
-                    tar.extractall(target / CHECKPOINT_DIR, filter="data")
-            elif entry.is_dir():
-                shutil.copytree(entry, target / CHECKPOINT_DIR, dirs_exist_ok=True)
+        unpack_version(raw, segment_prefix(segment_index), target / CHECKPOINT_DIR)
         for entry in raw.rglob(result_name(segment_index)):
-            shutil.copyfile(entry, target / RESULT_FILE)
+            entry.replace(target / RESULT_FILE)
         shutil.rmtree(raw, ignore_errors=True)
 
 

@@ -7,6 +7,10 @@ client, and writes `publish.json` into its output. It stops once Kaggle has acce
 processing goes on after the session, and the orchestrator waits for it, so no session time is
 spent waiting. The checkpoint stays in the output too: whatever goes wrong here (no Secret, a
 refusal, the deadline), the orchestrator falls back to downloading it, today's path.
+
+The session writes the checkpoint once: what is uploaded is its committed files themselves,
+linked into a staging folder under their flat names (worker/boundary/version_layout.py), not a
+copy; only a checkpoint of more files than a dataset version holds is packed into an archive.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from worker.boundary.errors import Rejected, Transient
 from worker.boundary.kernel_options import Publish
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
 from worker.boundary.transport import PUBLISH_FILE, Published
+from worker.boundary.version_layout import published_name
 from worker.kaggle_access.before_deadline import TooLate, call_before
 from worker.kaggle_access.chaining import RETRY_CAP_SECONDS, RETRY_SECONDS, secret_key
-from worker.kaggle_access.checkpoints import CheckpointDataset, archive_name
+from worker.kaggle_access.checkpoints import CheckpointDataset
 from worker.kaggle_access.client import KaggleAccount, KaggleNotFound, production_client
 
 log = logging.getLogger("worker.kaggle.publish")
@@ -41,8 +46,9 @@ def publish_checkpoint(publish: Publish, working: Path, deadline: float) -> bool
     started = time.time()
     expect = CheckpointRef(result.job_id, result.segment_index, result.end_step)
     checkpoint = working / CHECKPOINT_DIR
-    name = archive_name(expect, checkpoint)
+    name = published_name(expect, checkpoint)
     account = KaggleAccount(publish.username, key, production_client)
+    # Outside the output; the links in it write none of the checkpoint's bytes again.
     staging = Path(tempfile.mkdtemp(prefix="baton-publish-"))
     dataset = CheckpointDataset(account, publish.dataset, staging)
     delay = RETRY_SECONDS
@@ -67,7 +73,7 @@ def publish_checkpoint(publish: Publish, working: Path, deadline: float) -> bool
         else:
             log.warning("the checkpoint was not published in time; the orchestrator fetches it")
             return False
-        size = (staging / name).stat().st_size
+        size = dataset.staged_bytes(name)
         Published(dataset.slug, name, size, time.time() - started).write(working / PUBLISH_FILE)
         log.info("published %s (%d bytes) in %.1f s", name, size, time.time() - started)
         return True

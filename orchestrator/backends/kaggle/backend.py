@@ -35,6 +35,7 @@ from orchestrator.backends.kaggle.findings import (
     JobKernelRecord,
     KeptCheckpoints,
     RunningSince,
+    WheelSetUsers,
 )
 from orchestrator.backends.kaggle.handoff import check_published
 from orchestrator.backends.kaggle.packaging import code_archive
@@ -198,6 +199,9 @@ class KaggleBackend:
         # The checkpoint datasets still on Kaggle, oldest first (retention deletes the rest).
         self.kept_checkpoints = KeptCheckpoints(workdir / "kept-checkpoints.json")
         self.dataset_deleter: Callable[[str], None] = self._delete_dataset
+        self.job_id = job_id
+        # Which jobs of the account use each wheel set: the last to finish deletes it.
+        self.wheel_users = WheelSetUsers(workdir.parent, account.username)
         # What `baton kaggle check` (or a refused push) learned about this account.
         self.findings = AccountFindings.for_account(workdir.parent, account.username)
         # How pause and cancel reach a running kernel: only one with internet can hear them.
@@ -238,6 +242,8 @@ class KaggleBackend:
             )
             checkpoint_file = published.file_name
         wheels = self._wheel_set()
+        if wheels is not None:
+            self.wheel_users.claim(wheels.dataset, self.job_id)
         if wheels is not None and wheels.attached:
             # Unpinned: the newest version is the set built for Kaggle's current image.
             wheel_source = f"{wheels.username}/{wheels.dataset}"
@@ -356,12 +362,17 @@ class KaggleBackend:
     def _release_finished_job(self, final_dataset: str | None) -> None:
         """The job is done and its final checkpoint is in Baton's store: delete every dataset it
         holds on Kaggle (its checkpoints, the final one's among them, a self-chaining job's one
-        dataset, the control channel), so a finished job takes no private storage. Best effort:
-        what cannot be deleted now is named in the log, and stays until its owner deletes it on
-        kaggle.com."""
+        dataset, the control channel, its wheel set where no other job of the account launched
+        with it in the last WHEEL_SET_CLAIM_SECONDS), so a finished job takes no private
+        storage. Best effort: what cannot be deleted now is named in the log, and stays until
+        its owner deletes it on kaggle.com."""
         slugs = [*self.kept_checkpoints.load(), self.dataset.slug, self.control.slug]
         if final_dataset is not None and final_dataset not in slugs:
             slugs.append(final_dataset)
+        for slug in self.wheel_users.claimed_by(self.job_id):
+            # The job's wheel set too, unless another job of the account still uses it.
+            if self.wheel_users.release(slug, self.job_id, self.clock()):
+                slugs.append(slug)
         for slug in slugs:
             try:
                 self.dataset_deleter(slug)

@@ -160,3 +160,37 @@ class KeptCheckpoints:
     def save(self, slugs: list[str]) -> list[str]:
         write_json_state(self.path, {"slugs": slugs})
         return slugs
+
+
+# A job's claim on a wheel set lapses this long after its last launch that used it: a job
+# paused, failed or deleted since stops holding the set (if it comes back, its next session
+# builds the set again, what every session paid before wheel sets).
+WHEEL_SET_CLAIM_SECONDS = 7 * 24 * 3600.0
+
+
+class WheelSetUsers:
+    """Which jobs of an account use each of its wheel sets: one empty file per (set, job) under
+    the account's folder, touched at every launch that mounts or builds the set (a file each, so
+    jobs claiming and releasing at once never lose each other's claims)."""
+
+    def __init__(self, kaggle_dir: Path, username: str) -> None:
+        self.root = kaggle_dir / "accounts" / f"{username}.wheel-sets"
+
+    def claim(self, slug: str, job_id: str) -> None:
+        (self.root / slug).mkdir(parents=True, exist_ok=True)
+        (self.root / slug / job_id).touch()
+
+    def claimed_by(self, job_id: str) -> list[str]:
+        """The wheel sets `job_id` claimed."""
+        return sorted(path.parent.name for path in self.root.glob(f"*/{job_id}"))
+
+    def release(self, slug: str, job_id: str, now: float) -> bool:
+        """Drop `job_id`'s claim; whether no other job's claim on the set is still live (the
+        set may then be deleted)."""
+        (self.root / slug / job_id).unlink(missing_ok=True)
+        live = [
+            path
+            for path in (self.root / slug).glob("*")
+            if now - path.stat().st_mtime < WHEEL_SET_CLAIM_SECONDS
+        ]
+        return not live

@@ -3,14 +3,16 @@
 What the orchestrator reads (small metadata only):
 
 1. the manifest, from the session's output (`checkpoint/manifest.json`, a few KB): it must name
-   the expected job, segment and step, and its sha256 must be the one the archive's name
-   carries (`checkpoint-sNNNNN-stepS-<manifest sha256[:12]>.tar`), so the archive was made from
-   this very manifest;
+   the expected job, segment and step, and its sha256 must be the one the published name
+   carries (`checkpoint-sNNNNN-stepS-<manifest sha256[:12]>`), so what was published was made
+   from this very manifest;
 2. the dataset version, through GetDataset: READY (never FAILED or still processing), and
    carrying this segment's result;
-3. Kaggle's own listing of the version (ListDatasetFiles): where Kaggle unpacked the archive,
-   every file the manifest lists with exactly the manifest's size and nothing missing; where it
-   kept the archive, the archive's exact size;
+3. Kaggle's own listing of the version (ListDatasetFiles): where the checkpoint's files lie in
+   it (flat, as sessions publish them, or unpacked from an archive; worker/boundary/
+   version_layout.py), every file the manifest lists, the manifest too, with exactly the
+   manifest's size and nothing missing; where it is one archive (a checkpoint of too many
+   files, or one published before the flat layout), the archive's exact size;
 4. a sample: up to `SAMPLE_FILES` files, each at most `SAMPLE_MAX_BYTES`, chosen at random
    (seeded by the manifest, so a retry checks the same ones), downloaded and hashed.
 
@@ -37,11 +39,17 @@ from worker.boundary.errors import Pending
 from worker.boundary.manifest import CorruptCheckpoint, FileEntry, read_manifest, sha256_file
 from worker.boundary.paths import MANIFEST_FILE
 from worker.boundary.transport import Published, RemoteCopy
+from worker.boundary.version_layout import (
+    TAR_SUFFIX,
+    checkpoint_stem,
+    listed_name,
+    listing_layout,
+    stem_of,
+)
 from worker.kaggle_access.checkpoints import (
     PROCESSING_WITHIN_SECONDS,
     VISIBLE_WITHIN_SECONDS,
     CheckpointDataset,
-    archive_name,
 )
 
 SAMPLE_FILES = 3
@@ -59,9 +67,10 @@ def check_published(
     CorruptCheckpoint when it does not, Transient while Kaggle processes it."""
     manifest = read_manifest(checkpoint)
     manifest.check_expected(expect)
-    if published.archive != archive_name(expect, checkpoint):
+    stem = checkpoint_stem(expect, checkpoint)
+    if stem_of(published.archive) != stem:
         raise CorruptCheckpoint(
-            f"the published archive {published.archive} was not made from this manifest"
+            f"the published checkpoint {published.archive} was not made from this manifest"
         )
     # Beside the scratch folder, not in it: every fetch of the output empties that folder.
     since = scratch.parent / f".{scratch.name}.published-since"
@@ -73,23 +82,28 @@ def check_published(
         )
     since.unlink(missing_ok=True)
     files = dataset.files(version)
-    stem = published.archive.removesuffix(".tar")
+    layout = listing_layout(published.archive, set(files))
     sampled = 0
-    if published.archive in files:
-        if files[published.archive] != published.archive_bytes:
+    if layout == "archive":
+        archive = stem + TAR_SUFFIX
+        if archive != published.archive or files[archive] != published.archive_bytes:
             raise CorruptCheckpoint(
-                f"{dataset.ref} v{version} holds {files[published.archive]} bytes of "
-                f"{published.archive}, not {published.archive_bytes}"
+                f"{dataset.ref} v{version} holds {files[archive]} bytes of {archive}, not "
+                f"{published.archive_bytes} of {published.archive}"
             )
     else:
-        listed = {name: files.get(f"{stem}/{name}") for name in manifest.files}
-        wrong = sorted(name for name, size in listed.items() if size != manifest.files[name].bytes)
-        if wrong or f"{stem}/{MANIFEST_FILE}" not in files:
+        layout = layout or "flat"
+        manifest_size = (checkpoint / MANIFEST_FILE).stat().st_size
+        expected = {name: entry.bytes for name, entry in manifest.files.items()}
+        expected[MANIFEST_FILE] = manifest_size
+        listed = {name: files.get(listed_name(stem, name, layout)) for name in expected}
+        wrong = sorted(name for name, size in listed.items() if size != expected[name])
+        if wrong:
             raise CorruptCheckpoint(
                 f"{dataset.ref} v{version} does not hold the checkpoint's files as its manifest "
-                f"lists them: {', '.join(wrong[:5]) or MANIFEST_FILE}"
+                f"lists them: {', '.join(wrong[:5])}"
             )
-        sampled = _sample(dataset, version, stem, manifest.files, checkpoint, scratch)
+        sampled = _sample(dataset, version, stem, layout, manifest.files, checkpoint, scratch)
     manifest_sha = hashlib.sha256((checkpoint / MANIFEST_FILE).read_bytes()).hexdigest()
     return RemoteCopy(dataset.ref, version, published.archive, manifest_sha), sampled
 
@@ -117,6 +131,7 @@ def _sample(
     dataset: CheckpointDataset,
     version: int,
     stem: str,
+    layout: str,
     entries: dict[str, FileEntry],
     checkpoint: Path,
     scratch: Path,
@@ -128,7 +143,8 @@ def _sample(
     fetched = 0
     try:
         for name in chosen:
-            path = dataset.download_file(version, f"{stem}/{name}", folder / str(len(name)))
+            listed = listed_name(stem, name, layout)
+            path = dataset.download_file(version, listed, folder / str(len(name)))
             fetched += path.stat().st_size
             if sha256_file(path) != entries[name].sha256:
                 raise CorruptCheckpoint(f"{name} in {dataset.ref} v{version} fails its hash")

@@ -7,7 +7,12 @@ from urllib.parse import quote
 
 from tests.kaggle_emulator import wire
 from tests.kaggle_emulator.blobs import Blob
-from tests.kaggle_emulator.datasets import Dataset, DatasetExistsError, DatasetVersion
+from tests.kaggle_emulator.datasets import (
+    Dataset,
+    DatasetExistsError,
+    DatasetVersion,
+    TooManyFiles,
+)
 from tests.kaggle_emulator.errors import bad_request, forbidden, not_found
 from tests.kaggle_emulator.paging import page
 from tests.kaggle_emulator.routes import fields
@@ -46,6 +51,8 @@ def create_dataset(state: EmulatorState, ctx: CallContext, body: Body) -> Reply:
         state.datasets.create(dataset, blobs, ctx.now)
     except DatasetExistsError:
         return {"status": "Error", "error": f"The dataset {owner}/{slug} already exists"}
+    except TooManyFiles as exc:
+        return {"status": "Error", "error": str(exc)}
     return _created(ctx, dataset)
 
 
@@ -55,7 +62,10 @@ def _new_version(
     version_body = fields.obj(body, "body")
     blobs = _blobs(state, version_body)
     notes = fields.text(version_body, "versionNotes")
-    state.datasets.add_version(owner, slug, ctx.user, blobs, notes, ctx.now)
+    try:
+        state.datasets.add_version(owner, slug, ctx.user, blobs, notes, ctx.now)
+    except TooManyFiles as exc:
+        return {"status": "Error", "error": str(exc)}
     return _created(ctx, state.datasets.get(owner, slug, ctx.user, ctx.now))
 
 

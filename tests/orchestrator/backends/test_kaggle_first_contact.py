@@ -25,6 +25,7 @@ from tests.factories import (
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
 from tests.support.kaggle import account_on
+from worker.boundary.version_layout import split_flat
 from worker.kaggle_access.kernel_script import launch_id_of
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 
@@ -135,10 +136,13 @@ def test_a_create_that_answered_500_is_adopted_and_the_job_completes(tmp_path: P
     job, segments, emulator = _run_job(tmp_path, spec, create_answers_500)
     assert job["state"] == "succeeded", job
     assert (("CreateDataset", FaultKind.SERVER_ERROR_AFTER_EFFECT)) in emulator.faults.injected
-    # Every checkpoint was uploaded once: one blob and one dataset per checkpoint, the first
-    # create's answer a 500 that was waited out, not sent again.
+    # Every checkpoint was uploaded once: each of its files once, and one dataset per
+    # checkpoint, the first create's answer a 500 that was waited out, not sent again.
     committed = [seg for seg in segments if seg["state"] == "succeeded"]
-    assert len(emulator.calls("StartBlobUpload")) == len(committed) - 1
+    uploaded = emulator.state.blobs.started_names()
+    assert len(uploaded) == len(set(uploaded))
+    checkpoints = {flat[0] for flat in map(split_flat, uploaded) if flat is not None}
+    assert len(checkpoints) == len(committed) - 1
     assert len(emulator.calls("CreateDataset")) == len(committed) - 1
 
 

@@ -3,23 +3,42 @@ again, a bounded number of times; a real permission 403 is a refusal, not "busy"
 
 from __future__ import annotations
 
+import io
+import json
+import os
+import tarfile
 import time
 from pathlib import Path
 
 import pytest
+from kagglesdk.datasets.types.dataset_api_service import ApiDatasetVersion
 from kagglesdk.datasets.types.dataset_enums import DatabundleVersionStatus
 
 from orchestrator.backends.base import Rejected, Transient
 from tests.factories import FAST_EMULATOR
-from tests.kaggle_emulator import Emulator, start_emulator
-from tests.support.kaggle import EXPECT, account_on, committed_checkpoint, publish_until_settled
+from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
+from tests.support.kaggle import (
+    EXPECT,
+    account_on,
+    bytes_written_beside,
+    committed_checkpoint,
+    publish_until_settled,
+)
 from worker.boundary.contract import CheckpointRef
-from worker.boundary.paths import MANIFEST_FILE
+from worker.boundary.errors import Pending
+from worker.boundary.manifest import verify_checkpoint
+from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
+from worker.boundary.version_layout import segment_prefix, split_flat
 from worker.kaggle_access.checkpoints import (
     MAX_UPLOADS,
     PROCESSING_WITHIN_SECONDS,
     VISIBLE_WITHIN_SECONDS,
     CheckpointDataset,
+    PublishedCheckpoint,
+    archive_name,
+    result_name,
+    upload_folder,
+    version_notes,
 )
 from worker.kaggle_access.client import KaggleAccount
 
@@ -52,6 +71,18 @@ def test_only_a_ready_version_is_used(
     dataset_record = emulator.dataset("alice/baton-ckpt-j1")
     assert dataset_record is not None
     assert len(dataset_record.versions) == 1
+
+
+def test_a_checkpoint_that_is_not_the_expected_one_is_refused_before_any_upload(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    """Publishing verifies the checkpoint as the job, segment and step it is published for: a
+    stale one (committed at another step) is refused, and nothing of it reaches Kaggle."""
+    checkpoint = committed_checkpoint(tmp_path / "ckpt")  # j1, segment 0, step 10
+    dataset = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "staging")
+    with pytest.raises(Rejected):
+        dataset.ensure_published(CheckpointRef("j1", 0, 20), checkpoint)
+    assert emulator.dataset("alice/baton-ckpt-j1") is None
 
 
 def test_a_failed_version_is_uploaded_again_and_then_used(
@@ -135,12 +166,199 @@ def test_a_checkpoint_whose_files_span_several_pages_is_found_and_listed_whole(
     emulator: Emulator, alice: KaggleAccount, tmp_path: Path
 ) -> None:
     """Kaggle lists a version's files a page at a time (Baton asks for 200): a checkpoint of
-    more files is still used once READY, and every one of its files is listed."""
+    more files is listed whole once READY, and is then found by that listing and used."""
     shards = {f"shard-{index:03d}.bin": b"x" for index in range(250)}
     checkpoint = committed_checkpoint(tmp_path / "ckpt", files=shards)
     dataset = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "staging")
+    with pytest.raises(Transient):  # sent, every file: Kaggle processes it
+        dataset.ensure_published(EXPECT, checkpoint)
+    deadline = time.monotonic() + 60
+    while not any((v.status or "").upper() == "READY" for v in _versions(alice, "baton-ckpt-j1")):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    listed = {split_flat(name) for name in dataset.files(1)}
+    paths = {flat[1] for flat in listed if flat is not None}
+    assert paths == {*shards, MANIFEST_FILE}
     published = publish_until_settled(dataset, checkpoint)
     assert getattr(published, "version", None) == 1
-    listed = dataset.files(1)
-    assert sum(path.endswith(".bin") for path in listed) == 250
-    assert any(path.endswith(f"/{MANIFEST_FILE}") for path in listed)
+
+
+def _versions(account: KaggleAccount, slug: str) -> list[ApiDatasetVersion]:
+    """The dataset's versions as GetDataset lists them (no file listing)."""
+    found = account.own_dataset(slug)
+    return list(found.versions or []) if found is not None else []
+
+
+def test_publishing_uploads_the_committed_files_without_writing_them_a_second_time(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    """Issue 18's one-copy rule, measured: while the checkpoint is uploaded, the staging folder
+    beside it holds links to the committed files and a few small files of its own, not a
+    second copy of its bytes (it held a tar of the whole checkpoint before). Kaggle's version
+    then holds every file at its committed size, and reads back as the same checkpoint."""
+    files = {
+        "model/weights.safetensors": os.urandom(8 << 20),
+        "optimizer/state.pt": os.urandom(1 << 20),
+        "trainer_state.json": b'{"step": 10}',
+    }
+    checkpoint = committed_checkpoint(tmp_path / "ckpt", files=files)
+    size = sum(path.stat().st_size for path in checkpoint.rglob("*") if path.is_file())
+    staging = tmp_path / "staging"
+    dataset = CheckpointDataset(alice, "baton-ckpt-j1", staging)
+    name = archive_name(EXPECT, checkpoint)
+    with pytest.raises(Transient):  # sent: Kaggle processes it after the session
+        dataset.ensure_published(EXPECT, checkpoint)
+    assert dataset.upload_confirmed(name)
+    assert dataset.staged_bytes(name) == size
+    assert bytes_written_beside(staging, checkpoint) < 64 << 10
+    published = publish_until_settled(dataset, checkpoint)
+    assert getattr(published, "version", None) == 1
+    target = tmp_path / "downloaded"
+    dataset.download_segment(1, EXPECT.segment_index, target)
+    verify_checkpoint(target / CHECKPOINT_DIR, EXPECT)
+    for path, content in files.items():
+        assert (target / CHECKPOINT_DIR / path).read_bytes() == content
+
+
+def _segment(tmp_path: Path, ref: CheckpointRef) -> tuple[Path, Path]:
+    """A self-chaining segment's output: its checkpoint (two files whose bytes name the
+    segment) and its result."""
+    index = ref.segment_index
+    files = {"model.bin": bytes([index + 1]) * 700, "optimizer.bin": bytes([index + 7]) * 300}
+    checkpoint = committed_checkpoint(tmp_path / f"ckpt-{index}", ref, files=files)
+    result = tmp_path / f"result-{index}.json"
+    result.write_text(json.dumps({"segment_index": index, "end_step": ref.step}))
+    return checkpoint, result
+
+
+@pytest.mark.parametrize("unpack", [True, False], ids=["kaggle-unpacks", "archive-kept"])
+def test_each_self_chained_segment_is_found_in_its_own_version_and_unpacked_whole(
+    tmp_path: Path, unpack: bool
+) -> None:
+    """What the orchestrator collects from a self-chaining job's dataset: each segment from the
+    version that carries its checkpoint and result, never a neighbour's; unpacked whole, in
+    place of whatever an earlier, interrupted download left, whether Kaggle unpacked the
+    archive or kept it."""
+    refs = [CheckpointRef("j1", 0, 10), CheckpointRef("j1", 1, 20)]
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, unpack_archives=unpack) as emulator:
+        dataset = CheckpointDataset(account_on(emulator), "baton-ckpt-j1", tmp_path / "staging")
+        assert dataset.find_segment(0) is None  # no dataset yet
+        for version, ref in enumerate(refs, start=1):
+            checkpoint, result = _segment(tmp_path, ref)
+            published = publish_until_settled(dataset, checkpoint, expect=ref, result=result)
+            assert published == PublishedCheckpoint(version, archive_name(ref, checkpoint))
+        assert dataset.find_segment(2) is None  # not published (yet)
+        for version, ref in enumerate(refs, start=1):
+            assert dataset.find_segment(ref.segment_index) == version
+            target = tmp_path / "collect" / str(ref.segment_index)
+            (target / CHECKPOINT_DIR).mkdir(parents=True)
+            (target / CHECKPOINT_DIR / "model.bin").write_bytes(b"half a download")
+            (target / CHECKPOINT_DIR / "left-over.bin").write_bytes(b"x")
+            dataset.download_segment(version, ref.segment_index, target)
+            checkpoint = target / CHECKPOINT_DIR
+            assert verify_checkpoint(checkpoint, ref).step == ref.step
+            assert sorted(path.name for path in checkpoint.iterdir()) == [
+                MANIFEST_FILE,
+                "model.bin",
+                "optimizer.bin",
+            ]
+            assert (checkpoint / "model.bin").read_bytes() == bytes([ref.segment_index + 1]) * 700
+            assert json.loads((target / RESULT_FILE).read_text())["end_step"] == ref.step
+            assert sorted(path.name for path in target.parent.iterdir()) == [
+                str(index) for index in range(ref.segment_index + 1)
+            ]  # nothing of the download left beside it
+        assert emulator.internal_errors == []
+
+
+def test_a_segment_whose_version_still_processes_is_waited_for_and_a_failed_one_never_used(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    """A segment's version that Kaggle still processes is "not yet" (Pending), never "not
+    published", which would make the orchestrator give the segment's output up; one that
+    FAILED is never collected from: its re-upload is."""
+    dataset = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "staging")
+    refs = [CheckpointRef("j1", index, 10 * (index + 1)) for index in range(3)]
+    versions = []
+    for ref, outcomes in zip(refs[:2], [[], ["FAILED"]], strict=True):
+        emulator.faults.dataset_outcomes = outcomes
+        checkpoint, result = _segment(tmp_path, ref)
+        published = publish_until_settled(dataset, checkpoint, expect=ref, result=result)
+        assert isinstance(published, PublishedCheckpoint)
+        versions.append(published.version)
+    record = emulator.dataset("alice/baton-ckpt-j1")
+    assert record is not None
+    assert next(v.outcome for v in record.versions if v.number > versions[0]) == "FAILED"
+    assert [dataset.find_segment(0), dataset.find_segment(1)] == versions  # its re-upload
+    emulator.faults.dataset_outcomes = ["BLOBS_RECEIVED"]  # never leaves processing
+    checkpoint, result = _segment(tmp_path, refs[2])
+    with pytest.raises(Pending, match="waiting for processing"):
+        dataset.ensure_published(refs[2], checkpoint, result)
+    stuck = record.versions[-1].number
+    assert stuck > versions[1]
+    deadline = time.monotonic() + 10
+    while stuck not in [v.version_number for v in _versions(alice, "baton-ckpt-j1")]:
+        assert dataset.find_segment(2) is None  # not listed yet: not published yet
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    with pytest.raises(Pending, match=f" v{stuck} "):
+        dataset.find_segment(2)
+    assert [dataset.find_segment(0), dataset.find_segment(1)] == versions
+
+
+def test_a_session_counts_its_upload_accepted_only_once_kaggle_answered_it(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    """A kernel stops waiting for its checkpoint's version once Kaggle has answered the upload
+    (Kaggle processes it after the session ends). An upload Kaggle answered with an error is
+    not counted, even one that took effect (kaggle-api #424): the kernel keeps asking until its
+    deadline, and the orchestrator otherwise fetches the output's copy."""
+    checkpoint = committed_checkpoint(tmp_path / "ckpt")
+    name = archive_name(EXPECT, checkpoint)
+    dataset = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "staging")
+    assert not dataset.upload_confirmed(name)
+    emulator.faults.fail_next("CreateDataset", FaultKind.SERVER_ERROR_AFTER_EFFECT)
+    with pytest.raises(Transient):
+        dataset.ensure_published(EXPECT, checkpoint)
+    assert not dataset.upload_confirmed(name)
+    other = CheckpointDataset(alice, "baton-ckpt-j2", tmp_path / "staging-2")
+    with pytest.raises(Pending, match="waiting for processing"):
+        other.ensure_published(EXPECT, checkpoint)
+    assert other.upload_confirmed(name)
+    assert not other.upload_confirmed(archive_name(CheckpointRef("j1", 1, 20), checkpoint))
+
+
+def test_an_archive_member_that_escapes_its_folder_is_refused_and_nothing_lands_outside(
+    tmp_path: Path,
+) -> None:
+    """Whatever a version on Kaggle holds, collecting it never writes outside the folder it is
+    unpacked into: an archive member named `../…` is refused (tarfile's "data" filter)."""
+    folder = tmp_path / "crafted"
+    folder.mkdir()
+    name = f"{segment_prefix(0)}step10-000000000000.tar"
+    with tarfile.open(folder / name, "w") as tar:
+        for member_name in ["model.bin", "../../escaped.txt"]:
+            member = tarfile.TarInfo(member_name)
+            member.size = 11
+            tar.addfile(member, io.BytesIO(b"not Baton's"))
+    (folder / result_name(0)).write_text("{}")
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, unpack_archives=False) as emulator:
+        account = account_on(emulator)
+        upload_folder(
+            account, "alice/baton-ckpt-j1", folder, version_notes(name), exists=False, busy=False
+        )
+        dataset = CheckpointDataset(account, "baton-ckpt-j1", tmp_path / "staging")
+        deadline = time.monotonic() + 10
+        while (version := _found(dataset)) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        target = tmp_path / "collect" / "0"
+        with pytest.raises(tarfile.OutsideDestinationError):
+            dataset.download_segment(version, 0, target)
+    assert not list(tmp_path.rglob("escaped.txt"))
+
+
+def _found(dataset: CheckpointDataset) -> int | None:
+    try:
+        return dataset.find_segment(0)
+    except Transient:
+        return None
