@@ -960,4 +960,124 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="Kaggle first contact",
         ci=True,
     ),
+    # --- Sweep round 2026-11-24c (worker and backends), docs/testing.md ----------------------
+    Mutant(
+        # A self-chained segment whose version Kaggle still processes reads as "not published":
+        # the orchestrator gives the segment's output up instead of waiting for it.
+        "kaggle-find-segment-skips-a-processing-version",
+        "kaggle",
+        "worker/kaggle_access/checkpoints.py",
+        "            if notes.startswith(version_notes(prefix)) and status != READY:",
+        "            if notes.startswith(version_notes(prefix)) and status != READY and False:",
+        (
+            "tests/worker/kaggle_access/test_checkpoints.py::test_a_segment_whose_version_still_"
+            "processes_is_waited_for_and_a_failed_one_never_used",
+        ),
+        guarantee="self-chaining",
+        ci=True,
+    ),
+    Mutant(
+        # Where Kaggle keeps the archive, its listed size is not compared: a truncated copy on
+        # Kaggle passes the orchestrator's check and is kept as the job's checkpoint.
+        "kaggle-handoff-archive-size-unchecked",
+        "kaggle",
+        "orchestrator/backends/kaggle/handoff.py",
+        "        if archive != published.archive or files[archive] != published.archive_bytes:",
+        "        if archive != published.archive:",
+        (
+            "tests/orchestrator/backends/kaggle/test_published_check.py::test_where_kaggle_keeps_"
+            "the_archive_its_exact_size_is_checked",
+        ),
+        guarantee="verified handoff",
+        ci=True,
+    ),
+    Mutant(
+        # The in-kernel publish records the clock's reading as the time publishing took: the
+        # orchestrator learns it as the session's upload time and plans every later segment
+        # around an upload of decades.
+        "kaggle-publish-time-not-elapsed",
+        "kaggle",
+        "worker/kaggle_access/publish.py",
+        "        Published(dataset.slug, name, size, time.time() - started)",
+        "        Published(dataset.slug, name, size, time.time())",
+        (
+            "tests/worker/test_kaggle_session.py::test_the_session_asks_again_after_a_passing_"
+            "error_and_never_waits_for_processing",
+        ),
+        guarantee="learned estimates",
+        ci=True,
+    ),
+    # --- sweep round 2026-11-24c: the engine's claim, admission, launch and cancel, the jobs API
+    Mutant(
+        # The claim's take compares the wrong way: a live lease is taken over, an expired one
+        # never is (two engines drive one job; a dead engine's jobs are stuck).
+        "engine-claim-takes-live-leases",
+        "engine",
+        "orchestrator/engine/claim.py",
+        "Job.claim_expires_at < now,",
+        "Job.claim_expires_at > now,",
+        (
+            "tests/orchestrator/engine/test_claim.py::test_one_owner_holds_a_job_until_its_lease_"
+            "expires_and_a_renewal_extends_it",
+        ),
+        guarantee="no duplicate launch",
+        ci=True,
+    ),
+    Mutant(
+        # Admission forgets the sessions already running in the slot: a third GPU session
+        # starts on a two-session Kaggle account.
+        "engine-admission-ignores-running-sessions",
+        "engine",
+        "orchestrator/engine/admission.py",
+        "    free = slot.limit - int(in_use or 0)\n",
+        "    free = slot.limit\n",
+        (
+            "tests/orchestrator/engine/test_fair_admission.py::test_a_slot_runs_its_limit_at_once_"
+            "never_more_and_the_next_place_goes_to_the_smaller_share",
+        ),
+        guarantee="Kaggle session cap",
+        ci=True,
+    ),
+    Mutant(
+        # An account refusal (a Kaggle 401) counts as one more failure: the job is pushed again
+        # and again until max_failures, each push refused.
+        "engine-launch-account-refusal-retried",
+        "engine",
+        "orchestrator/engine/launch.py",
+        "final = isinstance(exc, AccountRefused)",
+        "final = False",
+        (
+            "tests/orchestrator/engine/test_launch.py::test_a_launch_the_account_itself_may_not_"
+            "run_fails_the_job_at_once",
+        ),
+        guarantee="error contract",
+        ci=True,
+    ),
+    Mutant(
+        # A cancel of a launching segment whose push never reached the backend leaves it
+        # `launching`: the job never ends and the segment keeps its slot.
+        "engine-cancel-never-started-left-launching",
+        "engine",
+        "orchestrator/engine/cancel.py",
+        '            _end(ctx, segment, SegmentState.CANCELLED, "cancelled before it started")\n',
+        "            pass\n",
+        (
+            "tests/orchestrator/engine/test_cancel.py::test_a_job_cancelled_before_its_push_"
+            "reached_the_backend_ends_with_nothing_started",
+        ),
+        guarantee="pause and cancel",
+        ci=True,
+    ),
+    Mutant(
+        # The operator's setting read the wrong way round: `kaggle.on_quota_exhausted: local`
+        # is accepted where the operator does not allow it (and refused where it does).
+        "api-local-fallback-not-the-operators-call",
+        "api",
+        "orchestrator/api/routes/jobs.py",
+        " and not settings.allow_local_fallback:",
+        " and settings.allow_local_fallback:",
+        (f"{JOBS_API}::test_a_kaggle_job_continues_locally_only_where_the_operator_allows_it",),
+        guarantee="changing backend",
+        ci=True,
+    ),
 )

@@ -7,12 +7,20 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
-from orchestrator.auth import issue_token
+from orchestrator.auth import get_or_create_user, issue_token
 from orchestrator.db import Database
 from orchestrator.engine.admission import fair_order
+from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, SegmentState
+from orchestrator.models import Job, Segment
 from orchestrator.service import prestart
+from orchestrator.spec import JobSpec
 from tests.factories import auth, job_spec, make_settings, running_api
+from tests.support.clock import ManualClock
+from tests.support.engine_runs import fake_engine, job_and_segments, submit_jobs
+from tests.support.fake_backend import FakeBackend
+from worker.boundary.launch_id import LaunchId
 
 
 def test_a_user_with_jobs_running_waits_behind_one_with_none() -> None:
@@ -71,3 +79,38 @@ def test_two_users_two_slots_the_second_users_first_job_takes_the_next_free_slot
     # any of alice's 18 others that were queued before it.
     assert order[:2] == alice_jobs[:2]
     assert order[2] == bob_jobs[0], order
+
+
+def test_a_slot_runs_its_limit_at_once_never_more_and_the_next_place_goes_to_the_smaller_share(
+    sqlite_db: Database, tmp_path: Path
+) -> None:
+    """On the fake backend and a hand-moved clock: a slot of 2 (a Kaggle account's two GPU
+    sessions) runs two segments at once and never a third; a waiting job says why; each place
+    that frees goes to the user with the smaller share, and every job finishes."""
+    clock = ManualClock()
+    backend = FakeBackend(
+        tmp_path / "fake", session_seconds=5, poll_seconds=1, clock=clock.seconds, slot_limit=2
+    )
+    engine = fake_engine(sqlite_db, backend, tmp_path / "checkpoints", clock=clock)
+    alice = submit_jobs(engine, 4, total_steps=10)
+    with sqlite_db.transaction() as session:
+        bob_id = get_or_create_user(session, "bob").id
+    bob = engine.submit(bob_id, JobSpec.model_validate(job_spec(total_steps=10))).id
+
+    busiest, reasons = 0, set()
+    for _ in range(40):
+        engine.reconcile_all()
+        clock.advance(1)
+        with sqlite_db.transaction() as session:
+            states = session.scalars(select(Segment.state)).all()
+            reasons |= set(session.scalars(select(Job.queue_reason)).all())
+        busiest = max(busiest, sum(SegmentState(s) in ACTIVE_SEGMENT_STATES for s in states))
+    assert busiest == 2
+    assert any("waiting for a free session slot" in (reason or "") for reason in reasons)
+    order = [LaunchId.parse(launch).job_id for launch in backend.launches()]
+    # Alice's first two take both places. When both free, her third and bob's job take them:
+    # bob's, submitted after her fourth, goes first with no share of the slot.
+    assert order == [alice[0], alice[1], alice[2], bob, alice[3]]
+    for job_id in [*alice, bob]:
+        job, _ = job_and_segments(sqlite_db, job_id)
+        assert job.state == "succeeded"

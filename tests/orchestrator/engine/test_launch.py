@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from orchestrator.backends.base import LaunchRequest, Rejected, SessionStatus, Transient
+from orchestrator.backends.base import (
+    AccountRefused,
+    LaunchRequest,
+    Rejected,
+    SessionStatus,
+    Transient,
+)
 from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, UserAction
@@ -229,9 +235,69 @@ def test_a_cancel_after_a_push_whose_response_was_lost_finds_the_session_and_kee
     tick(engine, clock, 5)
     _, [segment] = job_and_segments(db, job_id)
     assert (segment.state, segment.handle) == ("cancelling", segment.launch_id)
+    assert segment.ended_at is None  # it has not ended: it still runs
     assert backend.status(segment.launch_id) is SessionStatus.RUNNING
 
     tick(engine, clock, 60)
     job, [segment] = job_and_segments(db, job_id)
     assert (job.state, segment.state) == ("cancelled", "cancelled")
+    # Once seen to end, it says when, and keeps the handle its log and output are found by.
+    assert segment.ended_at is not None
+    assert segment.handle == segment.launch_id
     assert backend.launches() == [segment.launch_id]
+
+
+class FirstPushAnswerLost(LostPushResponse):
+    """The first push goes through but its answer is lost; later pushes answer."""
+
+    lost = False
+
+    def launch(self, request: LaunchRequest) -> str:
+        if self.lost:
+            return FakeBackend.launch(self, request)
+        self.lost = True
+        return super().launch(request)
+
+    def cancel(self, handle: str) -> bool:
+        return FakeBackend.cancel(self, handle)
+
+
+def test_a_push_whose_answer_was_lost_is_found_and_adopted_never_pushed_again(
+    db: Database, tmp_path: Path
+) -> None:
+    """No duplicate launch: the next look asks the backend what runs under the launch id before
+    it pushes, finds the session, and the job goes on from it to the uninterrupted digest."""
+    clock = ManualClock()
+    backend = FirstPushAnswerLost(
+        tmp_path / "fake", session_seconds=5, poll_seconds=1, clock=clock.seconds
+    )
+    engine = _engine(db, backend, tmp_path, clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=20)
+    tick(engine, clock, 40)
+
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "succeeded", job.reason
+    assert backend.launches() == [segment.launch_id for segment in segments]
+    assert segments[0].handle == segments[0].launch_id
+    assert _final_digest(db, job_id) == uninterrupted_digest(20)
+
+
+def test_a_launch_the_account_itself_may_not_run_fails_the_job_at_once(
+    db: Database, tmp_path: Path
+) -> None:
+    """An account refusal (a Kaggle 401) is no passing trouble: the job fails with the reason
+    after one launch, not after `max_failures` more."""
+    clock = ManualClock()
+    refusal = AccountRefused("401 Unauthorized: the key was revoked")
+    backend = FakeBackend(
+        tmp_path / "fake", poll_seconds=1, clock=clock.seconds, faults={"launch": [refusal]}
+    )
+    engine = _engine(db, backend, tmp_path, clock)
+    (job_id,) = submit_jobs(engine, 1, retry={"max_failures": 3})
+    tick(engine, clock, 10)
+
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "failed"
+    assert job.reason == "launch refused: 401 Unauthorized: the key was revoked"
+    assert [s.state for s in segments] == ["failed"]
+    assert [name for name, _ in backend.calls].count("launch") == 1

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from orchestrator.api.routes.jobs import ENDED_HEADER
 from orchestrator.auth import issue_token
 from orchestrator.config import Settings
 from orchestrator.db import Database
 from orchestrator.models import Segment
-from tests.factories import auth, event_kinds, job_spec
+from tests.factories import auth, event_kinds, job_spec, kaggle_spec, make_settings, running_api
 from worker.boundary.paths import LOG_FILE
 
 
@@ -27,7 +29,9 @@ def test_submit_returns_the_stored_job(api: TestClient) -> None:
     assert job["state"] == "queued"
     assert (job["steps_done"], job["total_steps"]) == (0, 50)
     assert job["created_at"].endswith(("Z", "+00:00"))
-    assert api.get(f"/api/v1/jobs/{job['id']}").json() == job
+    read = api.get(f"/api/v1/jobs/{job['id']}")
+    assert read.json() == job
+    assert read.headers["content-type"] == "application/json"
     assert [item["id"] for item in api.get("/api/v1/jobs").json()["items"]] == [job["id"]]
 
 
@@ -243,3 +247,89 @@ def test_a_cursor_is_a_job_id_of_ones_own(api: TestClient, settings: Settings) -
     for cursor, headers in ((mine, auth(bob)), ("j000000000000", auth())):
         page = api.get("/api/v1/jobs", params={"cursor": cursor}, headers=headers).json()
         assert (page["items"], page["next_cursor"]) == ([], None)
+
+
+@pytest.mark.parametrize("allowed", [False, True], ids=["not-allowed", "allowed"])
+def test_a_kaggle_job_continues_locally_only_where_the_operator_allows_it(
+    tmp_path: Path, allowed: bool
+) -> None:
+    """`kaggle.on_quota_exhausted: local` would run the job on this machine: without
+    BATON_ALLOW_LOCAL_FALLBACK it is a 422 at that field that names the setting. Waiting for the
+    refresh needs no one's leave."""
+    settings = make_settings(tmp_path / "data", allow_local_fallback=allowed)
+    with running_api(settings, embedded_loop=False) as api:
+        api.put("/api/v1/credentials/kaggle", json={"username": "alice", "key": "alice-key"})
+        local = api.post("/api/v1/jobs", json=kaggle_spec({"on_quota_exhausted": "local"}))
+        if allowed:
+            assert local.status_code == 201, local.text
+        else:
+            assert local.status_code == 422
+            [error] = local.json()["detail"]
+            assert error["loc"] == ["body", "kaggle", "on_quota_exhausted"]
+            assert "BATON_ALLOW_LOCAL_FALLBACK" in error["msg"]
+        waits = api.post("/api/v1/jobs", json=kaggle_spec({"on_quota_exhausted": "wait"}))
+        assert waits.status_code == 201, waits.text
+        listed = {job["id"] for job in api.get("/api/v1/jobs").json()["items"]}
+    assert len(listed) == (2 if allowed else 1)
+
+
+@pytest.mark.parametrize("allowed_networks", ["", "10.0.0.0/8"], ids=["public-only", "allowed"])
+def test_a_webhook_at_a_private_address_is_refused_at_submit_unless_its_network_is_allowed(
+    tmp_path: Path, allowed_networks: str
+) -> None:
+    """A webhook written as a literal private address is a 422 naming the webhook, unless the
+    operator allows its network; a public address and a host name pass (a name is checked when
+    it is resolved, at each delivery)."""
+    settings = make_settings(tmp_path / "data", webhook_allowed_networks=allowed_networks)
+    hooks = ["https://93.184.216.34/hook", "https://hooks.example.com/x", "http://10.1.2.3/hook"]
+    with running_api(settings, embedded_loop=False) as api:
+        response = api.post("/api/v1/jobs", json=job_spec(notify={"webhooks": hooks}))
+        if allowed_networks:
+            assert response.status_code == 201, response.text
+        else:
+            assert response.status_code == 422
+            [error] = response.json()["detail"]
+            assert error["loc"] == ["body", "notify", "webhooks", 2]
+            assert "public addresses only" in error["msg"]
+        public = api.post("/api/v1/jobs", json=job_spec(notify={"webhooks": hooks[:2]}))
+        assert public.status_code == 201, public.text
+
+
+def test_a_segment_log_says_whether_more_will_come_and_a_missing_one_is_a_404_saying_why(
+    api: TestClient, settings: Settings
+) -> None:
+    job_id = _submit(api)["id"]
+    logs = f"/api/v1/jobs/{job_id}/segments"
+    missing = api.get(f"{logs}/0/log")
+    assert missing.status_code == 404
+    assert "segment 0 has no session" in missing.json()["detail"]
+
+    _add_finished_segment(settings, job_id)
+    ended = api.get(f"{logs}/0/log")
+    assert (ended.status_code, ended.headers[ENDED_HEADER]) == (200, "true")
+
+    # Segment 1's session runs but has written no log yet; then its first line.
+    handle = f"{job_id}-0001"
+    db = Database(settings.resolved_database_url)
+    with db.transaction() as session:
+        session.add(
+            Segment(
+                job_id=job_id,
+                index=1,
+                state="running",
+                launch_id=handle,
+                handle=handle,
+                start_step=10,
+                limit_seconds=60,
+                launch_spec={},
+            )
+        )
+    db.dispose()
+    not_yet = api.get(f"{logs}/1/log")
+    assert not_yet.status_code == 404
+    assert "segment 1 has no log here yet" in not_yet.json()["detail"]
+    (settings.sessions_dir / handle).mkdir(parents=True)
+    (settings.sessions_dir / handle / LOG_FILE).write_text("step 11/50\n")
+    running = api.get(f"{logs}/1/log", params={"offset": 0})
+    assert (running.status_code, running.headers[ENDED_HEADER]) == (200, "false")
+    assert running.text == "step 11/50\n"
