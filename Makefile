@@ -4,10 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # A CPU build of torch; a looser pin pulls a multi-GB CUDA build. Override on a GPU machine.
 TORCH ?= torch==2.13.0
-# pytest-xdist workers: one a core. TEST_WORKERS=4 ran the suite in 14-15 min on this 2-core
-# machine when nothing else ran, but with other work beside it a scaled long-step benchmark
-# session and two supervisor start-up tests failed (README, "Tests and tooling").
-TEST_WORKERS ?= 2
+# pytest-xdist workers: two a core, since the suite mostly waits on sessions, servers and the
+# browser (README, "Tests and tooling").
+TEST_WORKERS ?= 4
 FAST_WORKERS ?= 2
 
 .PHONY: demo test test-fast mutate mutate-sweep lint format bench clean
