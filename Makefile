@@ -11,11 +11,15 @@ FAST_WORKERS ?= 2
 
 .PHONY: demo test test-fast mutate mutate-sweep lint format bench clean
 
+# The last step builds DeepSpeed's CPU shared-memory collective (deepspeed_shm_comm, kept in
+# ~/.cache/torch_extensions), which DeepSpeed otherwise compiles the first time a process starts
+# its communication (about a minute on 2 cores), inside the first DeepSpeed session of a test run.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e '.[train,trackers,dev]'
+	$(PY) -c "from deepspeed.comm.torch import build_shm_op; build_shm_op()"
 	touch $@
 
 demo: $(VENV)/.installed
