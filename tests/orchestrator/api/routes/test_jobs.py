@@ -94,31 +94,42 @@ def test_missing_or_wrong_token_gets_401(api: TestClient, headers: dict[str, str
         assert response.headers["WWW-Authenticate"] == "Bearer"
 
 
-def _add_finished_segment(settings: Settings, job_id: str) -> None:
-    """Segment 0 as a finished local session leaves it: a row with a handle, a log and a checkpoint
-    manifest, so every segment-level route has something to hand out (or to refuse)."""
-    handle = f"{job_id}-0000"
-    root = settings.sessions_dir / handle
-    root.mkdir(parents=True)
-    (root / LOG_FILE).write_text("step 10/50 loss=0.5\nalice's session log\n")
+def _add_segment(settings: Settings, job_id: str, index: int, **fields: Any) -> str:
+    """A segment row of `job_id` with a launch and a handle; its handle."""
+    handle = f"{job_id}-{index:04d}"
     db = Database(settings.resolved_database_url)
     with db.transaction() as session:
         session.add(
             Segment(
                 job_id=job_id,
-                index=0,
-                state="succeeded",
+                index=index,
                 launch_id=handle,
                 handle=handle,
-                start_step=0,
-                end_step=10,
-                outcome="deadline",
                 limit_seconds=60,
                 launch_spec={},
-                metrics=[{"step": 10, "loss": 0.5}],
+                **fields,
             )
         )
     db.dispose()
+    return handle
+
+
+def _add_finished_segment(settings: Settings, job_id: str) -> None:
+    """Segment 0 as a finished local session leaves it: a row with a handle, a log and a checkpoint
+    manifest, so every segment-level route has something to hand out (or to refuse)."""
+    root = settings.sessions_dir / f"{job_id}-0000"
+    root.mkdir(parents=True)
+    (root / LOG_FILE).write_text("step 10/50 loss=0.5\nalice's session log\n")
+    _add_segment(
+        settings,
+        job_id,
+        0,
+        state="succeeded",
+        start_step=0,
+        end_step=10,
+        outcome="deadline",
+        metrics=[{"step": 10, "loss": 0.5}],
+    )
 
 
 def test_users_see_only_their_own_jobs(api: TestClient, settings: Settings) -> None:
@@ -309,22 +320,7 @@ def test_a_segment_log_says_whether_more_will_come_and_a_missing_one_is_a_404_sa
     assert (ended.status_code, ended.headers[ENDED_HEADER]) == (200, "true")
 
     # Segment 1's session runs but has written no log yet; then its first line.
-    handle = f"{job_id}-0001"
-    db = Database(settings.resolved_database_url)
-    with db.transaction() as session:
-        session.add(
-            Segment(
-                job_id=job_id,
-                index=1,
-                state="running",
-                launch_id=handle,
-                handle=handle,
-                start_step=10,
-                limit_seconds=60,
-                launch_spec={},
-            )
-        )
-    db.dispose()
+    handle = _add_segment(settings, job_id, 1, state="running", start_step=10)
     not_yet = api.get(f"{logs}/1/log")
     assert not_yet.status_code == 404
     assert "segment 1 has no log here yet" in not_yet.json()["detail"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from tests.factories import (
     wait_finished,
     wheel_file,
 )
-from tests.kaggle_emulator import start_emulator
+from tests.kaggle_emulator import Emulator, start_emulator
 
 pytestmark = pytest.mark.slow
 
@@ -53,16 +54,21 @@ def _job(wheel_set: bool) -> dict[str, Any]:
     )
 
 
-def _chain(tmp_path: Path, spec: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Any], Any]:
-    """Run the job on the emulator; its committed segments, sessions, and the emulator."""
+def _emulator(tmp_path: Path) -> AbstractContextManager[Emulator]:
+    """The emulator, with a package index that holds the requirement."""
     wheel_file(tmp_path / "pypi", REQUIREMENT, "0.1")
-    with start_emulator(
+    return start_emulator(
         tmp_path / "kaggle",
         queue_seconds=0.2,
         dataset_processing_seconds=0.3,
         package_index=tmp_path / "pypi",
         package_download_seconds=0.2,
-    ) as emulator:
+    )
+
+
+def _chain(tmp_path: Path, spec: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Any], Any]:
+    """Run the job on the emulator; its committed segments, sessions, and the emulator."""
+    with _emulator(tmp_path) as emulator:
         settings = make_settings(tmp_path / "data")
         job_id = submit_with_secret(settings, emulator, spec)
         kernel = f"alice/{kernel_slug(job_id)}"
@@ -120,18 +126,11 @@ def test_a_wheel_set_goes_with_the_last_job_of_the_account_that_uses_it(tmp_path
     """Retention: a job that ends deletes its wheel set only where no other job of the account
     still uses it. Two jobs with the same requirements: the set outlives the shorter one, whose
     end would otherwise have deleted it under the longer one, and goes with the longer one."""
-    wheel_file(tmp_path / "pypi", REQUIREMENT, "0.1")
     slug = f"alice/{wheelset_slug([REQUIREMENT], None)}"
     short = {**_job(wheel_set=True), "total_steps": STEPS_PER_SESSION}
     long = _job(wheel_set=True)
     long["config"] = {**long["config"], "step_sleep": 0.3}
-    with start_emulator(
-        tmp_path / "kaggle",
-        queue_seconds=0.2,
-        dataset_processing_seconds=0.3,
-        package_index=tmp_path / "pypi",
-        package_download_seconds=0.2,
-    ) as emulator:
+    with _emulator(tmp_path) as emulator:
         settings = make_settings(tmp_path / "data")
         long_id = submit_with_secret(settings, emulator, long)
         short_id = submit_with_secret(settings, emulator, short)
