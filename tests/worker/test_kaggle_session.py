@@ -43,10 +43,10 @@ from worker.boundary.launch_id import LaunchId
 from worker.boundary.manifest import verify_checkpoint
 from worker.boundary.paths import MANIFEST_FILE, RESUME_PATH, SessionPaths
 from worker.boundary.transport import PUBLISH_FILE, Published
-from worker.boundary.version_layout import flat_name, stage_upload
+from worker.boundary.version_layout import flat_name, published_name, stage_upload
 from worker.control import Command
 from worker.kaggle_access.chaining import SECRET_LABEL
-from worker.kaggle_access.checkpoints import CheckpointDataset, archive_name
+from worker.kaggle_access.checkpoints import CheckpointDataset
 from worker.kaggle_access.control import ControlDataset
 from worker.kaggle_session import (
     ensure_kaggle_client,
@@ -442,7 +442,7 @@ def test_two_sessions_end_on_the_uninterrupted_digest_the_second_resuming_from_t
     assert stopped.timings.startup >= called_at - process_start_time() + 600.0 - 0.1
 
     expect = CheckpointRef("job-1", 0, 4)
-    archive = archive_name(expect, SessionPaths(root).checkpoint)
+    archive = published_name(expect, SessionPaths(root).checkpoint)
     second = next_spec(first, stopped)
     resumed_root = kaggle_session("second")
     stage_upload(SessionPaths(root).checkpoint, archive, resumed_root / "input" / SLUG)
@@ -596,7 +596,7 @@ def test_the_session_publishes_its_own_committed_checkpoint_before_it_ends(
     code = run_kaggle_segment(_segment(make_spec(total_steps=3, limit_seconds=LONG)), options, b"")
     assert code == EXIT_COMMITTED
     paths = SessionPaths(root)
-    name = archive_name(CheckpointRef("job-1", 0, 3), paths.checkpoint)
+    name = published_name(CheckpointRef("job-1", 0, 3), paths.checkpoint)
     published = Published.read(paths.working / PUBLISH_FILE)
     assert (published.dataset_slug, published.archive) == (publish.dataset, name)
     # Kaggle processes the upload after the session: the ready version holds the checkpoint's
@@ -633,7 +633,7 @@ def test_the_session_asks_again_after_a_passing_error_and_never_waits_for_proces
     assert code == EXIT_COMMITTED
     paths = SessionPaths(root)
     published = Published.read(paths.working / PUBLISH_FILE)
-    assert published.archive == archive_name(CheckpointRef("job-1", 0, 3), paths.checkpoint)
+    assert published.archive == published_name(CheckpointRef("job-1", 0, 3), paths.checkpoint)
     assert 0 < published.seconds < time.time() - started
     record = kaggle_api.dataset("alice/baton-ckpt-job-1-s0")
     assert record is not None

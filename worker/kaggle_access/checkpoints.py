@@ -87,11 +87,6 @@ def result_name(segment_index: int) -> str:
     return f"result-s{segment_index:05d}.json"
 
 
-def archive_name(expect: CheckpointRef, checkpoint_dir: Path) -> str:
-    """The name the checkpoint is published under (version_layout.published_name)."""
-    return published_name(expect, checkpoint_dir)
-
-
 @dataclass(frozen=True)
 class PublishedCheckpoint:
     version: int

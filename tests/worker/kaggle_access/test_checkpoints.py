@@ -28,14 +28,13 @@ from worker.boundary.contract import CheckpointRef
 from worker.boundary.errors import Pending
 from worker.boundary.manifest import verify_checkpoint
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
-from worker.boundary.version_layout import segment_prefix, split_flat
+from worker.boundary.version_layout import published_name, segment_prefix, split_flat
 from worker.kaggle_access.checkpoints import (
     MAX_UPLOADS,
     PROCESSING_WITHIN_SECONDS,
     VISIBLE_WITHIN_SECONDS,
     CheckpointDataset,
     PublishedCheckpoint,
-    archive_name,
     result_name,
     upload_folder,
     version_notes,
@@ -205,7 +204,7 @@ def test_publishing_uploads_the_committed_files_without_writing_them_a_second_ti
     size = sum(path.stat().st_size for path in checkpoint.rglob("*") if path.is_file())
     staging = tmp_path / "staging"
     dataset = CheckpointDataset(alice, "baton-ckpt-j1", staging)
-    name = archive_name(EXPECT, checkpoint)
+    name = published_name(EXPECT, checkpoint)
     with pytest.raises(Transient):  # sent: Kaggle processes it after the session
         dataset.ensure_published(EXPECT, checkpoint)
     assert dataset.upload_confirmed(name)
@@ -246,7 +245,7 @@ def test_each_self_chained_segment_is_found_in_its_own_version_and_unpacked_whol
         for version, ref in enumerate(refs, start=1):
             checkpoint, result = _segment(tmp_path, ref)
             published = publish_until_settled(dataset, checkpoint, expect=ref, result=result)
-            assert published == PublishedCheckpoint(version, archive_name(ref, checkpoint))
+            assert published == PublishedCheckpoint(version, published_name(ref, checkpoint))
         assert dataset.find_segment(2) is None  # not published (yet)
         for version, ref in enumerate(refs, start=1):
             assert dataset.find_segment(ref.segment_index) == version
@@ -313,7 +312,7 @@ def test_a_session_counts_its_upload_accepted_only_once_kaggle_answered_it(
     not counted, even one that took effect (kaggle-api #424): the kernel keeps asking until its
     deadline, and the orchestrator otherwise fetches the output's copy."""
     checkpoint = committed_checkpoint(tmp_path / "ckpt")
-    name = archive_name(EXPECT, checkpoint)
+    name = published_name(EXPECT, checkpoint)
     dataset = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "staging")
     assert not dataset.upload_confirmed(name)
     emulator.faults.fail_next("CreateDataset", FaultKind.SERVER_ERROR_AFTER_EFFECT)
@@ -324,7 +323,7 @@ def test_a_session_counts_its_upload_accepted_only_once_kaggle_answered_it(
     with pytest.raises(Pending, match="waiting for processing"):
         other.ensure_published(EXPECT, checkpoint)
     assert other.upload_confirmed(name)
-    assert not other.upload_confirmed(archive_name(CheckpointRef("j1", 1, 20), checkpoint))
+    assert not other.upload_confirmed(published_name(CheckpointRef("j1", 1, 20), checkpoint))
 
 
 def test_an_archive_member_that_escapes_its_folder_is_refused_and_nothing_lands_outside(

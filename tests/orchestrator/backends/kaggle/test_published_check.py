@@ -33,12 +33,11 @@ from worker.boundary.transport import (
     verify_stored,
     write_stub,
 )
-from worker.boundary.version_layout import checkpoint_stem, pack, split_flat
+from worker.boundary.version_layout import checkpoint_stem, pack, published_name, split_flat
 from worker.kaggle_access.checkpoints import (
     PROCESSING_WITHIN_SECONDS,
     VISIBLE_WITHIN_SECONDS,
     CheckpointDataset,
-    archive_name,
     result_name,
     upload_folder,
     version_notes,
@@ -72,7 +71,7 @@ def _publish(
         except Transient:
             assert time.monotonic() < deadline
             time.sleep(0.1)
-    name = archive_name(EXPECT, checkpoint)
+    name = published_name(EXPECT, checkpoint)
     published = Published(dataset.slug, name, dataset.staged_bytes(name), 1.0)
     return dataset, published, checkpoint
 
@@ -214,7 +213,7 @@ def test_a_version_that_never_appears_is_waited_for_then_given_up(
     fetch empties its folder; then it gives the published copy up (CorruptCheckpoint: the
     backend then fetches the output's own copy)."""
     checkpoint = _checkpoint(tmp_path / "ckpt")
-    published = Published("baton-ckpt-j1-s3", archive_name(EXPECT, checkpoint), 10_000, 1.0)
+    published = Published("baton-ckpt-j1-s3", published_name(EXPECT, checkpoint), 10_000, 1.0)
     dataset = CheckpointDataset(alice, "baton-ckpt-j1-s3", tmp_path / "staging")
     first_look = time.time()
     now = [first_look]
