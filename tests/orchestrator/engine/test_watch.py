@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -57,11 +58,23 @@ def _calls(backend: FakeBackend, method: str) -> int:
     return [name for name, _ in backend.calls].count(method)
 
 
+class StopRecordingBackend(FakeBackend):
+    """Records which session each stop request was for."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stops: list[str] = []
+
+    def request_stop(self, handle: str) -> None:
+        super().request_stop(handle)
+        self.stops.append(handle)
+
+
 def test_a_pause_asks_the_running_session_to_stop_once_and_the_resume_continues_exactly(
     db: Database, tmp_path: Path
 ) -> None:
     clock = ManualClock()
-    backend = FakeBackend(
+    backend = StopRecordingBackend(
         tmp_path / "fake", session_seconds=10, poll_seconds=1, clock=clock.seconds
     )
     engine = _engine(db, backend, tmp_path, clock)
@@ -71,7 +84,7 @@ def test_a_pause_asks_the_running_session_to_stop_once_and_the_resume_continues_
     engine.act(job.user_id, job_id, UserAction.PAUSE)
     tick(engine, clock, 5)
     # Asked once, however often the running session is looked at; never collected while it runs.
-    assert _calls(backend, "request_stop") == 1
+    assert backend.stops == [job_and_segments(db, job_id)[1][0].handle]
     assert _calls(backend, "collect") == 0
     assert [s.stop_requested for s in job_and_segments(db, job_id)[1]] == [True]
     tick(engine, clock, 10)
@@ -139,6 +152,38 @@ def test_a_session_whose_output_cannot_be_read_fails_and_the_retry_resumes_from_
     ]
     assert (segments[1].error or "").startswith("the session's output is unusable: ")
     assert segments[1].outcome == "lost"
+    assert _final_digest(db, job_id) == uninterrupted_digest(30)
+
+
+class SegmentOneRunsOn(FakeBackend):
+    """Segment 1's session reports RUNNING for ever: a supervisor that lost track of its limit."""
+
+    overrun_slack_seconds = 30.0
+
+    def status(self, handle: str) -> SessionStatus:
+        status = super().status(handle)
+        return SessionStatus.RUNNING if handle.endswith("-0001") else status
+
+
+def test_a_session_past_its_hard_limit_is_killed_and_the_retry_resumes_from_the_last_commit(
+    db: Database, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    backend = SegmentOneRunsOn(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
+    engine = _engine(db, backend, tmp_path, clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=30, retry={"max_failures": 1})  # 60 s
+    tick(engine, clock, 120)
+
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "succeeded", job.reason
+    assert [(s.state, s.start_step) for s in segments] == [
+        ("succeeded", 0),
+        ("failed", 10),
+        ("succeeded", 10),
+        ("succeeded", 20),
+    ]
+    assert (segments[1].error or "").startswith("the session ran past its hard limit")
+    assert [c["launch_id"] for c in backend.cancels()] == [segments[1].launch_id]
     assert _final_digest(db, job_id) == uninterrupted_digest(30)
 
 
@@ -221,7 +266,8 @@ class QueuingBackend(FakeBackend):
         return status
 
     def queue_reason(self, handle: str) -> str | None:
-        return "Resources"
+        # Slurm's reason for this one session (`squeue -j HANDLE`).
+        return f"Resources, segment {self._session(handle)['segment_index']}"
 
     def _launched(self, handle: str) -> float:
         launched: float = self._session(handle)["launched_at"]
@@ -239,7 +285,10 @@ def test_a_session_waiting_in_the_backends_queue_shows_why_until_it_starts(
     (job_id,) = submit_jobs(engine, 1, total_steps=30)
     tick(engine, clock, 3)
     job, segments = job_and_segments(db, job_id)
-    assert (job.state, job.queue_reason) == ("running", "waiting in the queue: Resources")
+    assert (job.state, job.queue_reason) == (
+        "running",
+        "waiting in the queue: Resources, segment 0",
+    )
     assert [s.state for s in segments] == ["running"]
     tick(engine, clock, 4)
     job, segments = job_and_segments(db, job_id)
