@@ -302,9 +302,11 @@ class FreezingBackend(FakeBackend):
 
     def progress(self, handle: str) -> Heartbeat | None:
         super().progress(handle)
-        launched: float = self._session(handle)["launched_at"]
-        step = int(min(self.clock() - launched, 5))
-        return Heartbeat(step=step, at=launched + step, loss=0.5, step_seconds=1.0)
+        session = self._session(handle)
+        launched: float = session["launched_at"]
+        seconds = int(min(self.clock() - launched, 5))
+        step = session["start"] + seconds
+        return Heartbeat(step=step, at=launched + seconds, loss=0.5, step_seconds=1.0)
 
 
 def test_a_running_sessions_heartbeat_is_shown_and_one_that_stops_is_noted_stalled_once(
@@ -317,16 +319,23 @@ def test_a_running_sessions_heartbeat_is_shown_and_one_that_stops_is_noted_stall
     engine = _engine(db, backend, tmp_path, clock)
     # Stalled past max(hang_floor_seconds 20, 10 x the 1 s step time).
     watchdog = {"hang_floor_seconds": 20.0}
-    (job_id,) = submit_jobs(engine, 1, session={"limit_seconds": 200, "watchdog": watchdog})
+    jobs = submit_jobs(engine, 2, session={"limit_seconds": 200, "watchdog": watchdog})
     tick(engine, clock, 4)
-    progress = job_and_segments(db, job_id)[1][0].progress
-    assert Heartbeat.from_json(progress) == Heartbeat(3, clock.seconds() - 1, 0.5, 1.0)
+    for job_id in jobs:
+        progress = job_and_segments(db, job_id)[1][0].progress
+        assert Heartbeat.from_json(progress) == Heartbeat(3, clock.seconds() - 1, 0.5, 1.0)
     tick(engine, clock, 21)  # the last beat (step 5) is 20 s old: not yet stalled
-    assert _events(db, job_id, STALLED_EVENT) == []
+    assert [_events(db, job_id, STALLED_EVENT) for job_id in jobs] == [[], []]
     tick(engine, clock, 10)
-    assert _events(db, job_id, STALLED_EVENT) == [(0, "no heartbeat for 21 s (step 5)")]
-    progress = job_and_segments(db, job_id)[1][0].progress
-    assert Heartbeat.from_json(progress) == Heartbeat(5, clock.seconds() - 30, 0.5, 1.0)
+    # Noted once for each job and segment, however often it is looked at.
+    stalled = [(0, "no heartbeat for 21 s (step 5)")]
+    assert [_events(db, job_id, STALLED_EVENT) for job_id in jobs] == [stalled, stalled]
+    for job_id in jobs:
+        progress = job_and_segments(db, job_id)[1][0].progress
+        assert Heartbeat.from_json(progress) == Heartbeat(5, clock.seconds() - 30, 0.5, 1.0)
+    tick(engine, clock, 100)  # segment 0 ended at 100 s; segment 1 stalls 26 s after its start
+    stalled.append((1, "no heartbeat for 21 s (step 15)"))
+    assert [_events(db, job_id, STALLED_EVENT) for job_id in jobs] == [stalled, stalled]
 
 
 class DivergingBackend(FakeBackend):
