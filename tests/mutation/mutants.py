@@ -1080,4 +1080,50 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="changing backend",
         ci=True,
     ),
+    # --- sweep round 2026-11-24d: the engine's watch phase, moving a job, counting rollbacks --
+    Mutant(
+        # A pause never reaches the running session: it trains on to its deadline instead of
+        # committing early.
+        "engine-watch-pause-never-asks-the-session-to-stop",
+        "engine",
+        "orchestrator/engine/watch.py",
+        "    if job.pause_requested and not segment.stop_requested:\n",
+        "    if False:\n",
+        (
+            "tests/orchestrator/engine/test_watch.py::test_a_pause_asks_the_running_session_to_"
+            "stop_once_and_the_resume_continues_exactly",
+        ),
+        guarantee="pause and cancel",
+        ci=True,
+    ),
+    Mutant(
+        # A job moved off Kaggle keeps its Kaggle options: the local spec is refused, and the
+        # job cannot leave Kaggle.
+        "engine-move-keeps-kaggle-options",
+        "engine",
+        "orchestrator/engine/move.py",
+        'moved = {key: value for key, value in spec.items() if key != "kaggle"}',
+        "moved = dict(spec)",
+        (
+            "tests/orchestrator/engine/test_move.py::test_a_job_moved_kaggle_local_kaggle_"
+            "continues_each_time_and_ends_on_the_digest",
+        ),
+        guarantee="changing backend",
+        ci=True,
+    ),
+    Mutant(
+        # Rollbacks counted over every job: once any job rolled back, a diverged job fails at
+        # once instead of resuming from its last good checkpoint (no row of the table: the
+        # divergence watchdog).
+        "engine-rollbacks-counted-over-every-job",
+        "engine",
+        "orchestrator/engine/rollbacks.py",
+        "Event.job_id == job_id, Event.kind == ROLLED_BACK_EVENT",
+        "Event.kind == ROLLED_BACK_EVENT",
+        (
+            "tests/orchestrator/engine/test_watch.py::test_a_diverged_job_rolls_back_once_with_"
+            "another_seed_counting_only_its_own_rollbacks",
+        ),
+        ci=True,
+    ),
 )
