@@ -5,30 +5,40 @@ checkpoint that verifies). All on the fake backend and a manual clock."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
+from orchestrator.auth import ADMIN_USER, get_or_create_user
 from orchestrator.backends.base import (
     AccountRefused,
     Collected,
     LaunchRequest,
+    Quota,
     Rejected,
     SessionStatus,
     Transient,
 )
+from orchestrator.backends.registry import StaticBackends
 from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, UserAction
-from orchestrator.models import Checkpoint, Segment
+from orchestrator.models import Checkpoint, Event, Segment
+from orchestrator.spec import JobSpec
+from tests.factories import kaggle_spec
 from tests.support.clock import ManualClock
 from tests.support.engine_runs import fake_engine, job_and_segments, submit_jobs, tick
 from tests.support.fake_backend import STATE_FILE, FakeBackend, uninterrupted_digest
-from worker.boundary.contract import Timings
+from worker.boundary.contract import CheckpointRef, Timings
 from worker.boundary.errors import Pending
+from worker.boundary.manifest import sha256_file
+from worker.boundary.paths import MANIFEST_FILE
+from worker.boundary.transport import RemoteCopy, read_remote, write_stub
 
 
 @pytest.fixture
@@ -438,3 +448,79 @@ def test_a_job_none_of_whose_checkpoints_verifies_fails_never_trained_from_scrat
     with db.transaction() as session:
         [rejected] = session.scalars(select(Checkpoint.rejected)).all()
     assert rejected is not None  # the rotten copy is marked, with why
+
+
+class QuotaSpentAfterOneSession(FakeBackend):
+    """A Kaggle account with quota for one session; then it is spent until the refresh. As on
+    Kaggle, a checkpoint stays on the account: the store keeps a stub (its manifest and where
+    it lies), and `fetch_checkpoint` brings the files here."""
+
+    name = "kaggle"
+    refresh_at = datetime(2026, 11, 5, 9, 0, tzinfo=UTC)
+
+    def quota(self) -> Quota | None:
+        super().quota()
+        seconds_left = 0.0 if self.launches() else 3600.0
+        return Quota(seconds_left=seconds_left, refresh_at=self.refresh_at)
+
+    def collect(self, handle: str, store: Path) -> Collected:
+        on_kaggle = self.root / "datasets" / store.name
+        collected = super().collect(handle, on_kaggle)
+        manifest = on_kaggle / MANIFEST_FILE
+        copy = RemoteCopy(f"alice/{store.name}", 1, store.name, sha256_file(manifest))
+        write_stub(store, manifest, copy)
+        return replace(collected, checkpoint=store)
+
+    def fetch_checkpoint(self, stored: Path, expect: CheckpointRef) -> int:
+        self._enter("fetch_checkpoint")
+        remote = read_remote(stored)
+        if remote is None:
+            return 0
+        shutil.rmtree(stored)
+        shutil.copytree(self.root / "datasets" / remote.archive, stored)
+        return sum(path.stat().st_size for path in stored.iterdir())
+
+
+def test_a_job_whose_quota_runs_out_continues_locally_from_its_checkpoint(
+    db: Database, tmp_path: Path
+) -> None:
+    """Changing backend: a Kaggle job that asks for it, where the operator allows it, goes on
+    from its newest verified checkpoint on the local backend once its quota is spent, and ends
+    on the uninterrupted digest."""
+    clock = ManualClock()
+    kaggle = QuotaSpentAfterOneSession(tmp_path / "kaggle", poll_seconds=1, clock=clock.seconds)
+    local = FakeBackend(tmp_path / "local", poll_seconds=1, clock=clock.seconds)
+    engine = Engine(
+        db,
+        StaticBackends({"kaggle": kaggle, "local": local}),
+        tmp_path / "checkpoints",
+        clock=clock,
+        allow_local_fallback=True,
+    )
+    with db.transaction() as session:
+        owner = get_or_create_user(session, ADMIN_USER).id
+    spec = kaggle_spec({"on_quota_exhausted": "local"}, total_steps=30)
+    job_id = engine.submit(owner, JobSpec.model_validate(spec)).id
+    tick(engine, clock, 30)
+
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "succeeded", job.reason
+    assert job.backend == "local"
+    assert [(s.start_step, s.end_step) for s in segments] == [(0, 10), (10, 20), (20, 30)]
+    assert kaggle.launches() == [segments[0].launch_id]
+    assert local.launches() == [s.launch_id for s in segments[1:]]
+    # The checkpoint on Kaggle was fetched here before the move, once.
+    assert [name for name, _ in kaggle.calls].count("fetch_checkpoint") == 1
+    with db.transaction() as session:
+        kinds = session.scalars(
+            select(Event.kind).where(Event.job_id == job_id).order_by(Event.id)
+        ).all()
+        [moved] = session.scalars(
+            select(Event.message).where(Event.job_id == job_id, Event.kind == "moved")
+        ).all()
+    assert kinds.index("checkpoint_fetched") < kinds.index("moved")
+    assert moved == (
+        "moved from kaggle to local: its Kaggle quota is spent until 2026-11-05 09:00 UTC "
+        "(0 s left) and kaggle.on_quota_exhausted is local; continues from step 10"
+    )
+    assert _final_digest(db, job_id) == uninterrupted_digest(30)
