@@ -451,7 +451,7 @@ def test_a_job_none_of_whose_checkpoints_verifies_fails_never_trained_from_scrat
 
 
 class QuotaSpentAfterOneSession(FakeBackend):
-    """A Kaggle account with quota for one session; then it is spent until the refresh. As on
+    """A Kaggle account with 15 s of quota: one session; then it is spent until the refresh. As on
     Kaggle, a checkpoint stays on the account: the store keeps a stub (its manifest and where
     it lies), and `fetch_checkpoint` brings the files here."""
 
@@ -460,7 +460,7 @@ class QuotaSpentAfterOneSession(FakeBackend):
 
     def quota(self) -> Quota | None:
         super().quota()
-        seconds_left = 0.0 if self.launches() else 3600.0
+        seconds_left = 0.0 if self.launches() else 15.0
         return Quota(seconds_left=seconds_left, refresh_at=self.refresh_at)
 
     def collect(self, handle: str, store: Path) -> Collected:
@@ -486,7 +486,7 @@ def test_a_job_whose_quota_runs_out_continues_locally_from_its_checkpoint(
 ) -> None:
     """Changing backend: a Kaggle job that asks for it, where the operator allows it, goes on
     from its newest verified checkpoint on the local backend once its quota is spent, and ends
-    on the uninterrupted digest."""
+    on the uninterrupted digest. Its Kaggle session was sized to the quota left."""
     clock = ManualClock()
     kaggle = QuotaSpentAfterOneSession(tmp_path / "kaggle", poll_seconds=1, clock=clock.seconds)
     local = FakeBackend(tmp_path / "local", poll_seconds=1, clock=clock.seconds)
@@ -507,6 +507,8 @@ def test_a_job_whose_quota_runs_out_continues_locally_from_its_checkpoint(
     assert job.state == "succeeded", job.reason
     assert job.backend == "local"
     assert [(s.start_step, s.end_step) for s in segments] == [(0, 10), (10, 20), (20, 30)]
+    # 15 s of quota for the 20 s sessions the spec asks for; none on this machine.
+    assert [s.limit_seconds for s in segments] == [15, 20, 20]
     assert kaggle.launches() == [segments[0].launch_id]
     assert local.launches() == [s.launch_id for s in segments[1:]]
     # The checkpoint on Kaggle was fetched here before the move, once.
