@@ -526,3 +526,33 @@ def test_a_job_whose_quota_runs_out_continues_locally_from_its_checkpoint(
         "(0 s left) and kaggle.on_quota_exhausted is local; continues from step 10"
     )
     assert _final_digest(db, job_id) == uninterrupted_digest(30)
+
+
+class KeepsRequests(FakeBackend):
+    """Keeps every launch request it is handed."""
+
+    requests: list[LaunchRequest]
+
+    def launch(self, request: LaunchRequest) -> str:
+        self.requests.append(request)
+        return super().launch(request)
+
+
+def test_a_launch_hands_the_backend_the_stored_checkpoint_it_expects_and_a_first_one_none(
+    db: Database, tmp_path: Path
+) -> None:
+    """What a backend copies into the session: nothing for the first segment (a local session
+    handed a path would look for a checkpoint there), then the store's copy of exactly the
+    checkpoint the segment's spec expects."""
+    clock = ManualClock()
+    backend = KeepsRequests(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
+    backend.requests = []
+    engine = _engine(db, backend, tmp_path, clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=20)
+    tick(engine, clock, 20)
+
+    assert job_and_segments(db, job_id)[0].state == "succeeded"
+    first, second = backend.requests
+    assert (first.resume_from, first.spec.expect) == (None, None)
+    assert second.spec.expect == CheckpointRef(job_id, 0, 10)
+    assert second.resume_from == engine.store.path(job_id, 0)
