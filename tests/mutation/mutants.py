@@ -1126,4 +1126,19 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         ci=True,
     ),
+    Mutant(
+        # Every job's measured costs plan this job's sessions: one job that measured a start-up
+        # longer than its sessions fails the next job as too short before it ever ran.
+        "engine-launch-history-of-every-job",
+        "engine",
+        "orchestrator/engine/launch.py",
+        "        .where(Segment.job_id == job_id, Segment.state == SegmentState.SUCCEEDED.value)\n",
+        "        .where(Segment.state == SegmentState.SUCCEEDED.value)\n",
+        (
+            "tests/orchestrator/engine/test_launch.py::test_one_jobs_measured_costs_never_plan_or_"
+            "fail_another_job",
+        ),
+        guarantee="learned estimates",
+        ci=True,
+    ),
 )

@@ -1,28 +1,44 @@
 """Launches that do not go to plan: refused for good, cancelled while in flight, and one job's
-trouble never holding up the others. All on the fake backend and a manual clock."""
+trouble never holding up the others; what a launch plans from (the job's own measured costs, a
+checkpoint that verifies). All on the fake backend and a manual clock."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
 
+from orchestrator.auth import ADMIN_USER, get_or_create_user
 from orchestrator.backends.base import (
     AccountRefused,
+    Collected,
     LaunchRequest,
+    Quota,
     Rejected,
     SessionStatus,
     Transient,
 )
+from orchestrator.backends.registry import StaticBackends
 from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, UserAction
-from orchestrator.models import Checkpoint
+from orchestrator.models import Checkpoint, Event, Segment
+from orchestrator.spec import JobSpec
+from tests.factories import kaggle_spec
 from tests.support.clock import ManualClock
 from tests.support.engine_runs import fake_engine, job_and_segments, submit_jobs, tick
-from tests.support.fake_backend import FakeBackend, uninterrupted_digest
+from tests.support.fake_backend import STATE_FILE, FakeBackend, uninterrupted_digest
+from worker.boundary.contract import CheckpointRef, Timings
 from worker.boundary.errors import Pending
+from worker.boundary.manifest import sha256_file
+from worker.boundary.paths import MANIFEST_FILE
+from worker.boundary.transport import RemoteCopy, read_remote, write_stub
 
 
 @pytest.fixture
@@ -301,3 +317,244 @@ def test_a_launch_the_account_itself_may_not_run_fails_the_job_at_once(
     assert job.reason == "launch refused: 401 Unauthorized: the key was revoked"
     assert [s.state for s in segments] == ["failed"]
     assert [name for name, _ in backend.calls].count("launch") == 1
+
+
+class MeasuresEachSession(FakeBackend):
+    """Each session reports the costs set for its (job, segment): the worker's phase timings,
+    its step time and the session's wall time. The plain fake backend reports none."""
+
+    costs: dict[tuple[str, int], tuple[Timings, float, float]]
+
+    def collect(self, handle: str, store: Path) -> Collected:
+        collected = super().collect(handle, store)
+        result = collected.result
+        cost = self.costs.get((result.job_id, result.segment_index)) if result else None
+        if result is None or cost is None:
+            return collected
+        timings, step_seconds, session_seconds = cost
+        measured = replace(result, timings=timings, step_time_ema=step_seconds)
+        return replace(collected, result=measured, session_seconds=session_seconds)
+
+
+def _estimates(segment: Segment) -> dict[str, Any]:
+    return dict(segment.launch_spec["estimates"])
+
+
+def test_the_next_segment_is_planned_from_the_costs_the_jobs_own_sessions_measured(
+    db: Database, tmp_path: Path
+) -> None:
+    """Learned estimates: each segment keeps time for the save, upload and exit that its job's
+    earlier sessions measured (the worst of them, padded by a quarter) and starts from the
+    latest step time."""
+    clock = ManualClock()
+    backend = MeasuresEachSession(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
+    engine = _engine(db, backend, tmp_path, clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=30)
+    backend.costs = {
+        # Segment 0: an 8 s save, a 4 s upload, 6 s between the worker's end and the session's.
+        (job_id, 0): (Timings(startup=2, load=1, train=5, save=8, upload=4, total=20), 0.5, 26.0),
+        # Segment 1: cheaper on every count, with a faster step.
+        (job_id, 1): (Timings(startup=1, load=1, train=5, save=2, upload=1, total=10), 0.25, 11.0),
+    }
+    tick(engine, clock, 30)
+
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "succeeded", job.reason
+    assert [_estimates(s) for s in segments] == [
+        {
+            "save_seconds": None,
+            "upload_seconds": 0.0,
+            "exit_seconds": 0.0,
+            "step_seconds": None,
+            "checkpoint_bytes": None,
+        },
+        {
+            "save_seconds": 10.0,
+            "upload_seconds": 5.0,
+            "exit_seconds": 7.5,
+            "step_seconds": 0.5,
+            "checkpoint_bytes": None,
+        },
+        {
+            "save_seconds": 10.0,
+            "upload_seconds": 5.0,
+            "exit_seconds": 7.5,
+            "step_seconds": 0.25,
+            "checkpoint_bytes": None,
+        },
+    ]
+    assert _final_digest(db, job_id) == uninterrupted_digest(30)
+
+
+def test_one_jobs_measured_costs_never_plan_or_fail_another_job(
+    db: Database, tmp_path: Path
+) -> None:
+    """Job A's sessions measured a start-up longer than its 60 s sessions, so A fails rather
+    than chain sessions that never reach a step. Job B, submitted afterwards with the same
+    spec, has measured nothing: it is planned as a first job is, launches, and finishes."""
+    clock = ManualClock()
+    backend = MeasuresEachSession(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
+    engine = _engine(db, backend, tmp_path, clock)
+    (job_a,) = submit_jobs(engine, 1, total_steps=30)
+    backend.costs = {
+        (job_a, 0): (Timings(startup=90, load=10, train=5, save=8, upload=4, total=120), 0.5, 126.0)
+    }
+    tick(engine, clock, 10)
+    a, a_segments = job_and_segments(db, job_a)
+    assert a.state == "failed"
+    assert a.reason == (
+        "sessions of 60 s are shorter than this job's measured start-up and load (100 s): "
+        "raise session.limit_seconds"
+    )
+    assert [s.state for s in a_segments] == ["succeeded"]
+
+    (job_b,) = submit_jobs(engine, 1, total_steps=30)
+    tick(engine, clock, 30)
+    b, b_segments = job_and_segments(db, job_b)
+    assert b.state == "succeeded", b.reason
+    assert b.failures == 0
+    assert _estimates(b_segments[0]) == _estimates(a_segments[0])
+    # Then only B's own sessions count: they measured nothing (the fake backend's zeros), so
+    # nothing of A's 8 s save, 4 s upload and 6 s exit.
+    measured_nothing = {**_estimates(a_segments[0]), "save_seconds": 0.0}
+    assert [_estimates(s) for s in b_segments[1:]] == [measured_nothing, measured_nothing]
+    assert _final_digest(db, job_b) == uninterrupted_digest(30)
+
+
+class RotsEveryCheckpoint(FakeBackend):
+    """Every checkpoint rots in the store right after it was collected and verified."""
+
+    def collect(self, handle: str, store: Path) -> Collected:
+        collected = super().collect(handle, store)
+        if collected.checkpoint is not None:
+            (store / STATE_FILE).write_text(json.dumps({"value": "0" * 64}))
+        return collected
+
+
+def test_a_job_none_of_whose_checkpoints_verifies_fails_never_trained_from_scratch(
+    db: Database, tmp_path: Path
+) -> None:
+    """Verified handoff: with no checkpoint left that verifies, the job fails with the reason;
+    it neither resumes from the rotten copy nor starts again from step 0."""
+    clock = ManualClock()
+    backend = RotsEveryCheckpoint(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
+    engine = _engine(db, backend, tmp_path, clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=30, retry={"max_failures": 3})
+    tick(engine, clock, 20)
+
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "failed"
+    assert job.reason == "cannot resume: none of the job's 1 checkpoints verifies"
+    assert [(s.state, s.start_step) for s in segments] == [("succeeded", 0)]
+    assert len(backend.launches()) == 1
+    with db.transaction() as session:
+        [rejected] = session.scalars(select(Checkpoint.rejected)).all()
+    assert rejected is not None  # the rotten copy is marked, with why
+
+
+class QuotaSpentAfterOneSession(FakeBackend):
+    """A Kaggle account with 15 s of quota: one session; then it is spent until the refresh. As on
+    Kaggle, a checkpoint stays on the account: the store keeps a stub (its manifest and where
+    it lies), and `fetch_checkpoint` brings the files here."""
+
+    name = "kaggle"
+    refresh_at = datetime(2026, 11, 5, 9, 0, tzinfo=UTC)
+
+    def quota(self) -> Quota | None:
+        super().quota()
+        seconds_left = 0.0 if self.launches() else 15.0
+        return Quota(seconds_left=seconds_left, refresh_at=self.refresh_at)
+
+    def collect(self, handle: str, store: Path) -> Collected:
+        on_kaggle = self.root / "datasets" / store.name
+        collected = super().collect(handle, on_kaggle)
+        manifest = on_kaggle / MANIFEST_FILE
+        copy = RemoteCopy(f"alice/{store.name}", 1, store.name, sha256_file(manifest))
+        write_stub(store, manifest, copy)
+        return replace(collected, checkpoint=store)
+
+    def fetch_checkpoint(self, stored: Path, expect: CheckpointRef) -> int:
+        self._enter("fetch_checkpoint")
+        remote = read_remote(stored)
+        if remote is None:
+            return 0
+        shutil.rmtree(stored)
+        shutil.copytree(self.root / "datasets" / remote.archive, stored)
+        return sum(path.stat().st_size for path in stored.iterdir())
+
+
+def test_a_job_whose_quota_runs_out_continues_locally_from_its_checkpoint(
+    db: Database, tmp_path: Path
+) -> None:
+    """Changing backend: a Kaggle job that asks for it, where the operator allows it, goes on
+    from its newest verified checkpoint on the local backend once its quota is spent, and ends
+    on the uninterrupted digest. Its Kaggle session was sized to the quota left."""
+    clock = ManualClock()
+    kaggle = QuotaSpentAfterOneSession(tmp_path / "kaggle", poll_seconds=1, clock=clock.seconds)
+    local = FakeBackend(tmp_path / "local", poll_seconds=1, clock=clock.seconds)
+    engine = Engine(
+        db,
+        StaticBackends({"kaggle": kaggle, "local": local}),
+        tmp_path / "checkpoints",
+        clock=clock,
+        allow_local_fallback=True,
+    )
+    with db.transaction() as session:
+        owner = get_or_create_user(session, ADMIN_USER).id
+    spec = kaggle_spec({"on_quota_exhausted": "local"}, total_steps=30)
+    job_id = engine.submit(owner, JobSpec.model_validate(spec)).id
+    tick(engine, clock, 30)
+
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "succeeded", job.reason
+    assert job.backend == "local"
+    assert [(s.start_step, s.end_step) for s in segments] == [(0, 10), (10, 20), (20, 30)]
+    # 15 s of quota for the 20 s sessions the spec asks for; none on this machine.
+    assert [s.limit_seconds for s in segments] == [15, 20, 20]
+    assert kaggle.launches() == [segments[0].launch_id]
+    assert local.launches() == [s.launch_id for s in segments[1:]]
+    # The checkpoint on Kaggle was fetched here before the move, once.
+    assert [name for name, _ in kaggle.calls].count("fetch_checkpoint") == 1
+    with db.transaction() as session:
+        kinds = session.scalars(
+            select(Event.kind).where(Event.job_id == job_id).order_by(Event.id)
+        ).all()
+        [moved] = session.scalars(
+            select(Event.message).where(Event.job_id == job_id, Event.kind == "moved")
+        ).all()
+    assert kinds.index("checkpoint_fetched") < kinds.index("moved")
+    assert moved == (
+        "moved from kaggle to local: its Kaggle quota is spent until 2026-11-05 09:00 UTC "
+        "(0 s left) and kaggle.on_quota_exhausted is local; continues from step 10"
+    )
+    assert _final_digest(db, job_id) == uninterrupted_digest(30)
+
+
+class KeepsRequests(FakeBackend):
+    """Keeps every launch request it is handed."""
+
+    requests: list[LaunchRequest]
+
+    def launch(self, request: LaunchRequest) -> str:
+        self.requests.append(request)
+        return super().launch(request)
+
+
+def test_a_launch_hands_the_backend_the_stored_checkpoint_it_expects_and_a_first_one_none(
+    db: Database, tmp_path: Path
+) -> None:
+    """What a backend copies into the session: nothing for the first segment (a local session
+    handed a path would look for a checkpoint there), then the store's copy of exactly the
+    checkpoint the segment's spec expects."""
+    clock = ManualClock()
+    backend = KeepsRequests(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
+    backend.requests = []
+    engine = _engine(db, backend, tmp_path, clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=20)
+    tick(engine, clock, 20)
+
+    assert job_and_segments(db, job_id)[0].state == "succeeded"
+    first, second = backend.requests
+    assert (first.resume_from, first.spec.expect) == (None, None)
+    assert second.spec.expect == CheckpointRef(job_id, 0, 10)
+    assert second.resume_from == engine.store.path(job_id, 0)
