@@ -17,7 +17,7 @@ from orchestrator.backends.registry import StaticBackends
 from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.lifecycle import FINISHED_JOB_STATES
-from orchestrator.models import Job, Segment
+from orchestrator.models import Checkpoint, Job, Segment
 from orchestrator.spec import JobSpec
 from tests.factories import job_spec
 from tests.support.clock import ManualClock
@@ -63,6 +63,16 @@ def job_and_segments(db: Database, job_id: str) -> tuple[Job, list[Segment]]:
             session.scalars(select(Segment).where(Segment.job_id == job_id).order_by(Segment.index))
         )
     return job, segments
+
+
+def final_digest(db: Database, job_id: str) -> str | None:
+    """The model digest of the job's newest stored checkpoint (None: it has none)."""
+    with db.transaction() as session:
+        return session.scalars(
+            select(Checkpoint.model_digest)
+            .where(Checkpoint.job_id == job_id)
+            .order_by(Checkpoint.step.desc())
+        ).first()
 
 
 def main(argv: list[str]) -> int:

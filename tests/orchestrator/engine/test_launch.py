@@ -32,7 +32,7 @@ from orchestrator.models import Checkpoint, Event, Segment
 from orchestrator.spec import JobSpec
 from tests.factories import kaggle_spec
 from tests.support.clock import ManualClock
-from tests.support.engine_runs import fake_engine, job_and_segments, submit_jobs, tick
+from tests.support.engine_runs import fake_engine, final_digest, job_and_segments, submit_jobs, tick
 from tests.support.fake_backend import STATE_FILE, FakeBackend, uninterrupted_digest
 from worker.boundary.contract import CheckpointRef, Timings
 from worker.boundary.errors import Pending
@@ -109,19 +109,7 @@ def test_a_refusal_counts_as_one_failure_and_the_retry_resumes_exactly(
         ("succeeded", 20),
     ]
     assert job.failures == 0  # the commit after the refusal reset the count
-    assert _final_digest(db, job_id) == uninterrupted_digest(30)
-
-
-def _final_digest(db: Database, job_id: str) -> str:
-    with db.transaction() as session:
-        return (
-            session.scalars(
-                select(Checkpoint.model_digest)
-                .where(Checkpoint.job_id == job_id)
-                .order_by(Checkpoint.step.desc())
-            ).first()
-            or ""
-        )
+    assert final_digest(db, job_id) == uninterrupted_digest(30)
 
 
 class CancelledWhileLaunching(FakeBackend):
@@ -201,7 +189,7 @@ def test_one_jobs_errors_do_not_hold_up_the_others(
     for job_id in others:
         job, segments = job_and_segments(db, job_id)
         assert job.state == "succeeded", (job.state, job.reason)
-        assert _final_digest(db, job_id) == uninterrupted_digest(30)
+        assert final_digest(db, job_id) == uninterrupted_digest(30)
     job, segments = job_and_segments(db, troubled)
     assert not [s for s in segments if s.state in ACTIVE_SEGMENT_STATES and s.handle]
     if error is Pending:
@@ -295,7 +283,7 @@ def test_a_push_whose_answer_was_lost_is_found_and_adopted_never_pushed_again(
     assert job.state == "succeeded", job.reason
     assert backend.launches() == [segment.launch_id for segment in segments]
     assert segments[0].handle == segments[0].launch_id
-    assert _final_digest(db, job_id) == uninterrupted_digest(20)
+    assert final_digest(db, job_id) == uninterrupted_digest(20)
 
 
 def test_a_launch_the_account_itself_may_not_run_fails_the_job_at_once(
@@ -383,7 +371,7 @@ def test_the_next_segment_is_planned_from_the_costs_the_jobs_own_sessions_measur
             "checkpoint_bytes": None,
         },
     ]
-    assert _final_digest(db, job_id) == uninterrupted_digest(30)
+    assert final_digest(db, job_id) == uninterrupted_digest(30)
 
 
 def test_one_jobs_measured_costs_never_plan_or_fail_another_job(
@@ -418,7 +406,7 @@ def test_one_jobs_measured_costs_never_plan_or_fail_another_job(
     # nothing of A's 8 s save, 4 s upload and 6 s exit.
     measured_nothing = {**_estimates(a_segments[0]), "save_seconds": 0.0}
     assert [_estimates(s) for s in b_segments[1:]] == [measured_nothing, measured_nothing]
-    assert _final_digest(db, job_b) == uninterrupted_digest(30)
+    assert final_digest(db, job_b) == uninterrupted_digest(30)
 
 
 class RotsEveryCheckpoint(FakeBackend):
@@ -527,7 +515,7 @@ def test_a_job_whose_quota_runs_out_continues_locally_from_its_checkpoint(
         "moved from kaggle to local: its Kaggle quota is spent until 2026-11-05 09:00 UTC "
         "(0 s left) and kaggle.on_quota_exhausted is local; continues from step 10"
     )
-    assert _final_digest(db, job_id) == uninterrupted_digest(30)
+    assert final_digest(db, job_id) == uninterrupted_digest(30)
 
 
 class KeepsRequests(FakeBackend):

@@ -19,7 +19,7 @@ from orchestrator.lifecycle import UserAction
 from orchestrator.models import Checkpoint, Event
 from orchestrator.webhooks import STALLED_EVENT
 from tests.support.clock import ManualClock
-from tests.support.engine_runs import fake_engine, job_and_segments, submit_jobs, tick
+from tests.support.engine_runs import fake_engine, final_digest, job_and_segments, submit_jobs, tick
 from tests.support.fake_backend import FakeBackend, uninterrupted_digest
 from worker.boundary.contract import SegmentResult, Timings
 from worker.boundary.errors import BackendError
@@ -43,15 +43,6 @@ def _events(db: Database, job_id: str, kind: str) -> list[tuple[int | None, str 
             .order_by(Event.id)
         ).all()
     return [(index, message) for index, message in rows]
-
-
-def _final_digest(db: Database, job_id: str) -> str | None:
-    with db.transaction() as session:
-        return session.scalars(
-            select(Checkpoint.model_digest)
-            .where(Checkpoint.job_id == job_id)
-            .order_by(Checkpoint.step.desc())
-        ).first()
 
 
 def _calls(backend: FakeBackend, method: str) -> int:
@@ -100,7 +91,7 @@ def test_a_pause_asks_the_running_session_to_stop_once_and_the_resume_continues_
     assert job.state == "succeeded", job.reason
     assert [s.start_step for s in segments] == [0, 10, 20]
     assert _calls(backend, "request_stop") == 1
-    assert _final_digest(db, job_id) == uninterrupted_digest(30)
+    assert final_digest(db, job_id) == uninterrupted_digest(30)
 
 
 class LosesSegmentOnesOutput(FakeBackend):
@@ -152,7 +143,7 @@ def test_a_session_whose_output_cannot_be_read_fails_and_the_retry_resumes_from_
     ]
     assert (segments[1].error or "").startswith("the session's output is unusable: ")
     assert segments[1].outcome == "lost"
-    assert _final_digest(db, job_id) == uninterrupted_digest(30)
+    assert final_digest(db, job_id) == uninterrupted_digest(30)
 
 
 class SegmentOneRunsOn(FakeBackend):
@@ -184,7 +175,7 @@ def test_a_session_past_its_hard_limit_is_killed_and_the_retry_resumes_from_the_
     ]
     assert (segments[1].error or "").startswith("the session ran past its hard limit")
     assert [c["launch_id"] for c in backend.cancels()] == [segments[1].launch_id]
-    assert _final_digest(db, job_id) == uninterrupted_digest(30)
+    assert final_digest(db, job_id) == uninterrupted_digest(30)
 
 
 def test_sessions_that_commit_no_new_step_fail_the_job_instead_of_chaining_forever(
