@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import itertools
+import os
+import queue
 import re
 import resource
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from tests.mutation.mutants import MUTANTS, Mutant
@@ -83,6 +89,39 @@ def write_summary(path: Path, text: str) -> None:
     path.write_text(pattern.sub(lambda _: block, document))
 
 
+@contextmanager
+def scratch_copies(count: int) -> Iterator[list[Path]]:
+    with ExitStack() as stack:
+        yield [stack.enter_context(scratch_copy()) for _ in range(count)]
+
+
+def check_all(mutants: list[Mutant], copies: list[Path]) -> list[Outcome]:
+    """Each mutant in whichever copy is free (a copy holds one mutant at a time); the outcomes in
+    the mutants' order, each reported as it comes."""
+    free: queue.Queue[Path] = queue.Queue()
+    for copy in copies:
+        free.put(copy)
+    finished = itertools.count(1)
+
+    def check_in_a_free_copy(mutant: Mutant) -> Outcome:
+        copy = free.get()
+        try:
+            outcome = check(copy, mutant)
+        finally:
+            free.put(copy)
+        print(
+            f"[{next(finished)}/{len(mutants)}] {mutant.id}: {outcome.verdict} "
+            f"({outcome.seconds:.0f} s)",
+            flush=True,
+        )
+        if outcome.verdict in (Verdict.SURVIVED, Verdict.STALE):
+            print(outcome.detail, file=sys.stderr)
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=len(copies)) as pool:
+        return list(pool.map(check_in_a_free_copy, mutants))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__)
     parser.add_argument("--guarantees", action="store_true", help="only the guarantee table's")
@@ -90,32 +129,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="ID", help="only these mutants")
     parser.add_argument("--baseline", action="store_true", help="first run the tests unmutated")
     parser.add_argument("--write-summary", type=Path, metavar="FILE", help="e.g. docs/testing.md")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        metavar="N",
+        help="mutants checked at once, each in a scratch copy of its own (default: one a core)",
+    )
     args = parser.parse_args(argv)
     chosen = select(args)
     runnable = [m for m in chosen if m.equivalent is None]
     equivalent = [m for m in chosen if m.equivalent is not None]
     started = time.monotonic()
-    outcomes: list[Outcome] = []
-    with scratch_copy() as copy:
+    with scratch_copies(max(1, min(args.jobs, len(runnable)))) as copies:
         if args.baseline:
             tests = list(dict.fromkeys(test for m in runnable for test in m.tests))
-            passed, output = baseline(copy, tests, timeout=1800)
+            passed, output = baseline(copies[0], tests, timeout=1800)
             if not passed:
                 print(output, file=sys.stderr)
                 print(
                     "the unmutated tree fails these tests: no verdict is possible", file=sys.stderr
                 )
                 return 2
-        for number, mutant in enumerate(runnable, 1):
-            outcome = check(copy, mutant)
-            outcomes.append(outcome)
-            print(
-                f"[{number}/{len(runnable)}] {mutant.id}: {outcome.verdict} "
-                f"({outcome.seconds:.0f} s)",
-                flush=True,
-            )
-            if outcome.verdict in (Verdict.SURVIVED, Verdict.STALE):
-                print(outcome.detail, file=sys.stderr)
+        outcomes = check_all(runnable, copies)
     minutes = (time.monotonic() - started) / 60
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_minutes = (children.ru_utime + children.ru_stime) / 60
