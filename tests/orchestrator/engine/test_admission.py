@@ -193,9 +193,11 @@ def test_two_reconcilers_on_postgresql_never_admit_more_sessions_than_the_slot_h
     hold.thread = threading.Thread(target=first.reconcile_job, args=(job_a,))
     other = threading.Thread(target=second.reconcile_job, args=(job_b,))
     hold.thread.start()
-    assert hold.holding.wait(HANG_GUARD_SECONDS)
-    other.start()
     guard = time.monotonic() + HANG_GUARD_SECONDS
+    while hold.thread.is_alive() and not hold.holding.wait(0.01):
+        assert time.monotonic() < guard, "the first reconciler never reached its segment"
+    assert hold.holding.is_set(), "the first reconciler ended without admitting its job"
+    other.start()
     while other.is_alive() and not _waits_for_a_lock(postgres_db):
         assert time.monotonic() < guard, "the second reconciler neither ended nor waited"
         time.sleep(0.01)
