@@ -1141,4 +1141,36 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="learned estimates",
         ci=True,
     ),
+    # --- Sweep round 2026-11-27 (sweeph): launch, cancel, the jobs API's helpers, admission ----
+    Mutant(
+        # The move to the local backend no longer checks that the job is still queued once its
+        # checkpoint is fetched: a job cancelled meanwhile is moved anyway.
+        "engine-move-ignores-a-cancel-during-the-fetch",
+        "engine",
+        "orchestrator/engine/launch.py",
+        "        if fresh is None or fresh.state != JobState.QUEUED.value or fresh.backend != "
+        "job.backend:\n",
+        "        if fresh is None or fresh.backend != job.backend:\n",
+        (
+            "tests/orchestrator/engine/test_launch.py::test_a_job_cancelled_while_its_checkpoint_is_"
+            "fetched_stays_cancelled_where_it_was",
+        ),
+        guarantee="compare-and-set",
+        ci=True,
+    ),
+    Mutant(
+        # A session that cannot be stopped is marked `cancelled` at once: it loses its slot while
+        # it still runs on the account.
+        "engine-cancel-unstoppable-session-frees-its-slot",
+        "engine",
+        "orchestrator/engine/cancel.py",
+        "        SegmentState.CANCELLING,\n",
+        "        SegmentState.CANCELLED,\n",
+        (
+            "tests/orchestrator/engine/test_cancel.py::test_a_cancelled_segment_s_events_say_how_it_"
+            "ended_and_what_may_still_run",
+        ),
+        guarantee="Kaggle session cap",
+        ci=True,
+    ),
 )

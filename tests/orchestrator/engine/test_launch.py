@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from orchestrator import queries
 from orchestrator.auth import ADMIN_USER, get_or_create_user
 from orchestrator.backends.base import (
     AccountRefused,
@@ -29,14 +30,14 @@ from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.lifecycle import ACTIVE_SEGMENT_STATES, UserAction
 from orchestrator.models import Checkpoint, Event, Segment
-from orchestrator.spec import JobSpec
+from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from tests.factories import kaggle_spec
 from tests.support.clock import ManualClock
 from tests.support.engine_runs import fake_engine, final_digest, job_and_segments, submit_jobs, tick
 from tests.support.fake_backend import STATE_FILE, FakeBackend, uninterrupted_digest
 from worker.boundary.contract import CheckpointRef, Timings
 from worker.boundary.errors import Pending
-from worker.boundary.manifest import sha256_file
+from worker.boundary.manifest import CorruptCheckpoint, sha256_file
 from worker.boundary.paths import MANIFEST_FILE
 from worker.boundary.transport import RemoteCopy, read_remote, write_stub
 
@@ -433,6 +434,9 @@ def test_a_job_none_of_whose_checkpoints_verifies_fails_never_trained_from_scrat
     job, segments = job_and_segments(db, job_id)
     assert job.state == "failed"
     assert job.reason == "cannot resume: none of the job's 1 checkpoints verifies"
+    assert _told(db, job_id, "failed") == [
+        ("failed", None, "cannot resume: none of the job's 1 checkpoints verifies")
+    ]
     assert [(s.state, s.start_step) for s in segments] == [("succeeded", 0)]
     assert len(backend.launches()) == 1
     with db.transaction() as session:
@@ -546,3 +550,177 @@ def test_a_launch_hands_the_backend_the_stored_checkpoint_it_expects_and_a_first
     assert (first.resume_from, first.spec.expect) == (None, None)
     assert second.spec.expect == CheckpointRef(job_id, 0, 10)
     assert second.resume_from == engine.store.path(job_id, 0)
+
+
+def _told(db: Database, job_id: str, *kinds: str) -> list[tuple[str, int | None, str | None]]:
+    """The job's events of `kinds` as its owner reads them (the job page, `baton show`)."""
+    with db.transaction() as session:
+        owner = get_or_create_user(session, ADMIN_USER).id
+        events = queries.list_events(session, owner, job_id)
+    return [(e.kind, e.segment_index, e.message) for e in events if e.kind in kinds]
+
+
+def test_the_job_s_events_say_what_each_launch_planned_and_why_one_was_refused(
+    db: Database, tmp_path: Path
+) -> None:
+    """Retries, as the user reads them: each planned segment names the step it starts from, and a
+    refused launch names the backend's reason on the segment; the retry starts from the same
+    step."""
+    clock = ManualClock()
+    backend = RefusesSegmentOneOnce(tmp_path / "fake", poll_seconds=1, clock=clock.seconds)
+    engine = _engine(db, backend, tmp_path, clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=30, retry={"max_failures": 1})
+    tick(engine, clock, 40)
+
+    assert job_and_segments(db, job_id)[0].state == "succeeded"
+    assert _told(db, job_id, "segment_planned", "segment_failed") == [
+        ("segment_planned", None, "segment 0 from step 0"),
+        ("segment_planned", None, "segment 1 from step 10"),
+        ("segment_failed", 1, "launch refused: machine shape NvidiaTeslaP100 is not offered"),
+        # The job's own event: the failure it counts before the retry.
+        ("segment_failed", None, "launch refused: machine shape NvidiaTeslaP100 is not offered"),
+        ("segment_planned", None, "segment 2 from step 10"),
+        ("segment_planned", None, "segment 3 from step 20"),
+    ]
+
+
+def _kaggle_then_local(
+    db: Database, tmp_path: Path, kaggle: FakeBackend, clock: ManualClock
+) -> tuple[Engine, FakeBackend, str]:
+    """A Kaggle job that asks to continue locally once its quota is spent, where the operator
+    allows it; the engine and the local backend, and the job's id."""
+    local = FakeBackend(tmp_path / "local", poll_seconds=1, clock=clock.seconds)
+    engine = Engine(
+        db,
+        StaticBackends({"kaggle": kaggle, "local": local}),
+        tmp_path / "checkpoints",
+        clock=clock,
+        allow_local_fallback=True,
+    )
+    with db.transaction() as session:
+        owner = get_or_create_user(session, ADMIN_USER).id
+    spec = kaggle_spec({"on_quota_exhausted": "local"}, total_steps=30)
+    return engine, local, engine.submit(owner, JobSpec.model_validate(spec)).id
+
+
+class RefreshUnknown(QuotaSpentAfterOneSession):
+    """Kaggle says how little quota is left but not when it comes back."""
+
+    refresh_at = None  # type: ignore[assignment]
+
+
+def test_a_job_moved_where_no_refresh_time_is_known_says_so_and_goes_on(
+    db: Database, tmp_path: Path
+) -> None:
+    """Changing backend, as the user reads it: the move names what is left of the quota and the
+    step the job continues from, and no refresh time when Kaggle gives none."""
+    clock = ManualClock()
+    kaggle = RefreshUnknown(tmp_path / "kaggle", poll_seconds=1, clock=clock.seconds)
+    engine, local, job_id = _kaggle_then_local(db, tmp_path, kaggle, clock)
+    tick(engine, clock, 30)
+
+    job, segments = job_and_segments(db, job_id)
+    assert (job.state, job.backend) == ("succeeded", "local"), job.reason
+    assert local.launches() == [s.launch_id for s in segments[1:]]
+    assert _told(db, job_id, "moved") == [
+        (
+            "moved",
+            None,
+            "moved from kaggle to local: its Kaggle quota is spent (0 s left) and "
+            "kaggle.on_quota_exhausted is local; continues from step 10",
+        )
+    ]
+    assert final_digest(db, job_id) == uninterrupted_digest(30)
+
+
+class FetchRots(QuotaSpentAfterOneSession):
+    """The checkpoint left on Kaggle comes back damaged, however often it is fetched: the
+    backend's verification of the copy refuses it, as Kaggle's does."""
+
+    def fetch_checkpoint(self, stored: Path, expect: CheckpointRef) -> int:
+        self._enter("fetch_checkpoint")
+        raise CorruptCheckpoint(f"{STATE_FILE}: sha256 mismatch")
+
+
+def test_a_job_whose_checkpoint_on_kaggle_cannot_be_fetched_intact_fails_never_moved_from_scratch(
+    db: Database, tmp_path: Path
+) -> None:
+    """Changing backend: a copy that fails verification is never used, and the job is not started
+    again from step 0 on the local backend either: it fails, saying why."""
+    clock = ManualClock()
+    kaggle = FetchRots(tmp_path / "kaggle", poll_seconds=1, clock=clock.seconds)
+    engine, local, job_id = _kaggle_then_local(db, tmp_path, kaggle, clock)
+    tick(engine, clock, 30)
+
+    job, segments = job_and_segments(db, job_id)
+    reason = "cannot resume: 1 checkpoint(s) could not be fetched intact"
+    assert (job.state, job.backend, job.reason) == ("failed", "kaggle", reason)
+    assert _told(db, job_id, "failed") == [("failed", None, reason)]
+    assert [s.state for s in segments] == ["succeeded"]
+    assert local.launches() == []
+
+
+class CancelledDuringTheFetch(QuotaSpentAfterOneSession):
+    """The user cancels the job while its checkpoint is on its way from Kaggle."""
+
+    engine: Engine
+
+    def fetch_checkpoint(self, stored: Path, expect: CheckpointRef) -> int:
+        fetched = super().fetch_checkpoint(stored, expect)
+        job, _ = job_and_segments(self.engine.db, expect.job_id)
+        self.engine.act(job.user_id, job.id, UserAction.CANCEL)
+        return fetched
+
+
+def test_a_job_cancelled_while_its_checkpoint_is_fetched_stays_cancelled_where_it_was(
+    db: Database, tmp_path: Path
+) -> None:
+    """Compare-and-set: the move read the job as queued before the fetch; the cancel that came in
+    meanwhile wins, and the cancelled job is neither moved nor launched anywhere."""
+    clock = ManualClock()
+    kaggle = CancelledDuringTheFetch(tmp_path / "kaggle", poll_seconds=1, clock=clock.seconds)
+    engine, local, job_id = _kaggle_then_local(db, tmp_path, kaggle, clock)
+    kaggle.engine = engine
+    tick(engine, clock, 30)
+
+    job, segments = job_and_segments(db, job_id)
+    assert (job.state, job.backend) == ("cancelled", "kaggle")
+    assert _told(db, job_id, "moved") == []
+    assert [s.state for s in segments] == ["succeeded"]
+    assert local.launches() == []
+
+
+class QuotaOf(FakeBackend):
+    """A Kaggle account with `seconds_left` of quota, whatever runs; the refresh a week away."""
+
+    name = "kaggle"
+    seconds_left = 0.0
+
+    def quota(self) -> Quota | None:
+        super().quota()
+        return Quota(self.seconds_left, datetime(2026, 11, 9, 9, 0, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    ("seconds_left", "launched"), [(MIN_SESSION_SECONDS, True), (MIN_SESSION_SECONDS - 0.5, False)]
+)
+def test_a_quota_of_the_shortest_session_worth_launching_launches_one_and_less_waits(
+    db: Database, tmp_path: Path, seconds_left: float, launched: bool
+) -> None:
+    """Quota waiting at its edge: a quota left of exactly the shortest session worth launching
+    is spent on a session that long; any less, and the job waits for the refresh."""
+    clock = ManualClock()
+    kaggle = QuotaOf(tmp_path / "kaggle", poll_seconds=1, clock=clock.seconds)
+    kaggle.seconds_left = seconds_left
+    engine = Engine(db, StaticBackends({"kaggle": kaggle}), tmp_path / "checkpoints", clock=clock)
+    with db.transaction() as session:
+        owner = get_or_create_user(session, ADMIN_USER).id
+    job_id = engine.submit(owner, JobSpec.model_validate(kaggle_spec(total_steps=30))).id
+    tick(engine, clock, 1)
+
+    job, segments = job_and_segments(db, job_id)
+    if launched:
+        assert job.state == "running"
+        assert [s.limit_seconds for s in segments] == [MIN_SESSION_SECONDS]
+    else:
+        assert (job.state, segments) == ("waiting", [])
