@@ -201,10 +201,11 @@ def _download(engine: Engine, user_id: str, job_id: str, step: int) -> bytes:
         return response.file.read()
 
 
-def _events(db: Database, job_id: str, kind: str) -> list[str | None]:
+def _events(db: Database, job_id: str, kind: str) -> list[tuple[int | None, str | None]]:
+    """The job's events of `kind`, as `baton events` shows them: segment and message."""
     with db.transaction() as session:
-        query = select(Event.message).where(Event.job_id == job_id, Event.kind == kind)
-        return list(session.scalars(query.order_by(Event.id)))
+        query = select(Event).where(Event.job_id == job_id, Event.kind == kind).order_by(Event.id)
+        return [(event.segment_index, event.message) for event in session.scalars(query)]
 
 
 def _listed(db: Database, user_id: str, job_id: str) -> list[tuple[int, bool, bool]]:
@@ -237,8 +238,11 @@ def test_a_download_fetches_a_checkpoint_left_on_kaggle_once_every_file_verified
     assert _listed(db, user_id, job_id) == [(10, True, True), (20, True, False)]
     size = sum(path.stat().st_size for path in published.iterdir())
     assert _events(db, job_id, "checkpoint_fetched") == [
-        f"fetched the checkpoint at step 20 to this machine, every file verified "
-        f"({size / 1e6:.1f} MB through the orchestrator's link)"
+        (
+            1,
+            f"fetched the checkpoint at step 20 to this machine, every file verified "
+            f"({size / 1e6:.1f} MB through the orchestrator's link)",
+        )
     ]
 
     assert _download(engine, user_id, job_id, 20) == body
@@ -267,14 +271,19 @@ def test_a_copy_on_kaggle_that_fails_verification_is_rejected_and_never_resumed_
     assert STATE_FILE in problem
     assert _rejected(db, job_id) == {10: None, 20: f"its files could not be fetched: {problem}"}
     assert _events(db, job_id, "checkpoint_rejected") == [
-        f"checkpoint at step 20 failed verification (its files could not be fetched: {problem}); "
-        "resuming from the newest older checkpoint that verifies"
+        (
+            1,
+            f"checkpoint at step 20 failed verification (its files could not be fetched: "
+            f"{problem}); resuming from the newest older checkpoint that verifies",
+        )
     ]
     assert _listed(db, user_id, job_id) == [(10, True, True), (20, False, False)]
 
     moved = engine.move(user_id, job_id, "local", None)
     assert (moved.backend, moved.state) == ("local", "paused")
-    assert _events(db, job_id, "moved")[-1] == "moved from kaggle to local; continues from step 10"
+    assert _events(db, job_id, "moved")[-1][1] == (
+        "moved from kaggle to local; continues from step 10"
+    )
     engine.act(user_id, job_id, UserAction.RESUME)
     tick(engine, run.clock, 10)
     job, segments = job_and_segments(db, job_id)
@@ -295,7 +304,9 @@ def test_a_move_off_kaggle_fetches_the_newest_copy_that_verifies_or_is_refused_s
     run.damage(2)
 
     engine.move(user_id, job_id, "local", None)
-    assert _events(db, job_id, "moved")[-1] == "moved from kaggle to local; continues from step 20"
+    assert _events(db, job_id, "moved")[-1][1] == (
+        "moved from kaggle to local; continues from step 20"
+    )
     assert run.kaggle.fetches == 2
     assert [step for step, problem in _rejected(db, job_id).items() if problem] == [30]
     assert _listed(db, user_id, job_id) == [(10, True, True), (20, True, False), (30, False, False)]
