@@ -17,7 +17,7 @@ from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.support.kaggle import account_on
 from worker.control import Command, relay
-from worker.kaggle_access.client import KaggleAccount
+from worker.kaggle_access.client import KaggleAccount, KaggleServerError
 from worker.kaggle_access.control import ControlDataset, KaggleControlSource, command_for
 
 # Long enough that the first write certainly meets the first version still processing.
@@ -226,7 +226,7 @@ def test_an_error_kaggle_answers_in_the_body_keeps_the_command_pending_and_says_
     assert _read_when_written(channel.dataset, "j7-0001") is Command.PAUSE
 
 
-def test_a_create_kaggle_refuses_in_the_body_is_an_error_naming_the_channel(
+def test_a_create_kaggle_refuses_or_fails_is_an_error_naming_the_channel_or_the_call(
     alice: KaggleAccount, emulator: Emulator, tmp_path: Path
 ) -> None:
     emulator.faults.body_error = "The dataset title is invalid"
@@ -236,3 +236,33 @@ def test_a_create_kaggle_refuses_in_the_body_is_an_error_naming_the_channel(
         dataset.ensure()
     assert str(refused.value) == "control channel alice/baton-ctl-j8: The dataset title is invalid"
     assert emulator.dataset("alice/baton-ctl-j8") is None
+    # A create Kaggle fails to answer is a passing error that names the call.
+    emulator.faults.fail_next("CreateDataset", FaultKind.SERVER_ERROR)
+    with pytest.raises(KaggleServerError) as failed:
+        dataset.ensure()
+    assert str(failed.value) == "CreateDataset: HTTPError 500"
+    assert emulator.dataset("alice/baton-ctl-j8") is None
+
+
+def test_a_command_sent_while_the_first_version_processes_waits_saying_why(
+    tmp_path: Path,
+) -> None:
+    """Kaggle answers 403 to a new version while the dataset's first one processes (kagglehub
+    PR #182): the command is tried again later (Transient), and the reason the orchestrator
+    logs says so, never that Kaggle refused access. Processing takes 10 minutes here, so the
+    write certainly meets it, however slow the machine."""
+    slow = FAST_EMULATOR | {"dataset_processing_seconds": 600.0}
+    with start_emulator(tmp_path / "kaggle", **slow) as emulator:
+        alice = account_on(emulator)
+        dataset = ControlDataset(alice, "baton-ctl-j9", tmp_path)
+        dataset.ensure()
+        deadline = time.monotonic() + 30
+        while alice.own_dataset("baton-ctl-j9") is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        with pytest.raises(Transient) as busy:
+            dataset.send(Command.PAUSE, "j9-0000")
+    assert type(busy.value) is Transient
+    assert str(busy.value) == (
+        "CreateDatasetVersion: the dataset's first version is still processing"
+    )
