@@ -214,6 +214,8 @@ def test_a_call_that_never_answers_is_transient_and_a_transfer_gets_its_longer_b
             account.call("GetKernel", lambda client: never.wait(60))
         # Longer than the account's bound, far inside the transfer's.
         assert account.transfer("upload", lambda api: later.wait(0.5) or "uploaded") == "uploaded"
+        # A plain download from a signed URL gets the transfer bound too.
+        assert account.fetch("download", lambda: later.wait(0.5) or "fetched") == "fetched"
     finally:
         never.set()
 
