@@ -26,6 +26,9 @@ class FaultKind(enum.StrEnum):
     NOT_FOUND = "404"
     STALE_MOUNT = "stale_mount"  # a kernel mounts the version before the one it named
     DATASET_OUTCOME = "dataset_outcome"  # a dataset version ends other than READY
+    # 200 with `body_error` in the response's `error`, no side effect: how Kaggle refuses a
+    # dataset create or version (the CLI prints "Dataset version creation error: ...").
+    BODY_ERROR = "body_error"
 
 
 @dataclass
@@ -39,6 +42,7 @@ class Faults:
     lost_response_rate: float = 0.0
     hang_seconds: float = 0.0
     retry_after_seconds: float | None = 0.0
+    body_error: str = "The request could not be processed (injected)"
     # RPC method names ("SaveKernel") that may fail; None means every method.
     methods: frozenset[str] | None = None
     # Also fail blob uploads (PUT) and file downloads (GET) at `rate`.

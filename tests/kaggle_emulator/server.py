@@ -95,6 +95,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(status, {"code": status, "message": "Internal error (injected)"})
         elif fault is FaultKind.NOT_FOUND:
             self._send_json(404, {"code": 404, "message": "Not found (injected)"})
+        elif fault is FaultKind.BODY_ERROR:
+            self._send_json(200, {"status": "Error", "error": self.state.faults.body_error})
         else:
             self._drop()
 

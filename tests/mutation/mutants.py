@@ -1173,4 +1173,36 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="Kaggle session cap",
         ci=True,
     ),
+    # --- Sweep round 2026-11-27 (sweepj): engine/checkpoints.py's fetch of a checkpoint left
+    # on Kaggle, and the Kaggle control channel (docs/testing.md) ----------------------------------
+    Mutant(
+        # A move off Kaggle whose every copy there fails verification goes on from nothing: the
+        # job is restarted from step 0 on the other backend instead of being refused.
+        "engine-move-restarts-when-no-copy-can-be-fetched",
+        "engine",
+        ENGINE_FILES,
+        "            if ref is None and rejected:\n",
+        "            if ref is None and False:\n",
+        (
+            "tests/orchestrator/engine/test_checkpoints.py::test_a_move_off_kaggle_fetches_the_"
+            "newest_copy_that_verifies_or_is_refused_saying_why",
+        ),
+        guarantee="changing backend",
+        ci=True,
+    ),
+    Mutant(
+        # An error Kaggle answers in the body of a new control version is read as written: the
+        # pending `baton pause` is dropped and the kernel never hears it.
+        "kaggle-control-body-error-ignored",
+        "kaggle",
+        "worker/kaggle_access/control.py",
+        '    error = getattr(response, "error", None)\n',
+        "    error = None\n",
+        (
+            "tests/worker/kaggle_access/test_control.py::test_an_error_kaggle_answers_in_the_body_"
+            "keeps_the_command_pending_and_says_why",
+        ),
+        guarantee="pause and cancel",
+        ci=True,
+    ),
 )

@@ -19,10 +19,12 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,14 @@ from orchestrator.backends.base import (
 )
 from worker.boundary.contract import CheckpointRef, SegmentResult, Timings
 from worker.boundary.heartbeat import Heartbeat
-from worker.boundary.manifest import CorruptCheckpoint, verify_checkpoint, write_manifest
+from worker.boundary.manifest import (
+    CorruptCheckpoint,
+    sha256_file,
+    verify_checkpoint,
+    write_manifest,
+)
+from worker.boundary.paths import MANIFEST_FILE
+from worker.boundary.transport import RemoteCopy, read_remote, write_stub
 
 STATE_FILE = "state.json"
 
@@ -243,3 +252,57 @@ class FakeBackend:
 
 def _who() -> str:
     return f"{os.getpid()}:{threading.get_ident()}"
+
+
+class PublishingFakeBackend(FakeBackend):
+    """A fake Kaggle whose sessions publish their checkpoints on the account (the `kernel`
+    transport, worker/boundary/transport.py): the store keeps a stub, the files stay under
+    `published(...)`, and `fetch_checkpoint` brings them here, every file verified against the
+    manifest the stub kept, as the Kaggle backend's does. `fetches` counts its downloads."""
+
+    name = "kaggle"
+    fetches = 0
+
+    def published(self, job_id: str, segment_index: int) -> Path:
+        return self.root / "published" / job_id / f"{segment_index:05d}"
+
+    def launch(self, request: LaunchRequest) -> str:
+        expect, stored = request.spec.expect, request.resume_from
+        if expect is not None and stored is not None and read_remote(stored) is not None:
+            # The session mounts the copy on the account, not the stub.
+            on_kaggle = self.published(expect.job_id, expect.segment_index)
+            request = replace(request, resume_from=on_kaggle)
+        return super().launch(request)
+
+    def collect(self, handle: str, store: Path) -> Collected:
+        session = self._session(handle)
+        on_kaggle = self.published(session["job_id"], session["segment_index"])
+        on_kaggle.parent.mkdir(parents=True, exist_ok=True)
+        collected = super().collect(handle, on_kaggle)
+        if collected.checkpoint is None:
+            return collected
+        manifest = on_kaggle / MANIFEST_FILE
+        copy = RemoteCopy(f"alice/{on_kaggle.name}", 1, on_kaggle.name, sha256_file(manifest))
+        write_stub(store, manifest, copy)
+        return replace(collected, checkpoint=store)
+
+    def fetch_checkpoint(self, stored: Path, expect: CheckpointRef) -> int:
+        self._enter("fetch_checkpoint")
+        remote = read_remote(stored)
+        if remote is None:
+            return 0
+        self.fetches += 1
+        on_kaggle = self.published(expect.job_id, expect.segment_index)
+        staging = stored.with_name(stored.name + ".fetch")
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(on_kaggle, staging)
+        try:
+            verify_checkpoint(staging, expect)
+            if sha256_file(staging / MANIFEST_FILE) != remote.manifest_sha256:
+                raise CorruptCheckpoint("its manifest is not the one the stub kept")
+        except CorruptCheckpoint:
+            shutil.rmtree(staging)
+            raise
+        shutil.rmtree(stored)
+        staging.replace(stored)
+        return sum(path.stat().st_size for path in stored.iterdir())

@@ -1,24 +1,40 @@
 """Checkpoint retention: pruning a job drops only that job's older and rejected checkpoint files,
-keeps the newest `keep` good ones and every row, and never touches another job's checkpoints."""
+keeps the newest `keep` good ones and every row, and never touches another job's checkpoints.
+Checkpoints a Kaggle session published on the account (a stub here): a download or a move fetches
+them, every file verified, and a copy that fails is rejected and never resumed from."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fastapi import HTTPException
 from sqlalchemy import select
 
 from orchestrator import queries
+from orchestrator.api.routes.checkpoints import checkpoint_file_response
+from orchestrator.backends.registry import StaticBackends
 from orchestrator.db import Database
+from orchestrator.engine import Engine
 from orchestrator.engine.checkpoints import CheckpointStore
-from orchestrator.models import Checkpoint, Job
+from orchestrator.lifecycle import ActionConflict, UserAction
+from orchestrator.models import Checkpoint, Event, Job
+from tests.support.clock import ManualClock
 from tests.support.engine_runs import (
     fake_engine,
+    final_digest,
     job_and_segments,
     reconcile_until_finished,
     submit_jobs,
+    tick,
 )
-from tests.support.fake_backend import FakeBackend
+from tests.support.fake_backend import (
+    STATE_FILE,
+    FakeBackend,
+    PublishingFakeBackend,
+    uninterrupted_digest,
+)
 from worker.boundary.contract import CheckpointRef
 from worker.boundary.manifest import verify_checkpoint, write_manifest
 
@@ -133,8 +149,187 @@ def test_a_job_resumes_from_its_own_newest_checkpoint_that_verifies_never_anothe
             for row in session.scalars(select(Checkpoint))
         }
     assert rejected[(mine, 2)] is not None
-    assert "trainer.pt" in rejected[(mine, 2)]
+    assert "trainer.pt" in str(rejected[(mine, 2)])
     assert rejected[(other, 2)] == "damaged in storage"
     assert [rejected[(mine, i)] for i in (0, 1)] == [None, None]
     assert [rejected[(other, i)] for i in (0, 1)] == [None, None]
     assert store.resume_point(other) == CheckpointRef(other, 1, 50)
+
+
+T4 = {"accelerator": "t4x2", "quota_reserve_seconds": 0}
+
+
+@dataclass
+class KaggleJob:
+    engine: Engine
+    kaggle: PublishingFakeBackend
+    clock: ManualClock
+    user_id: str
+    job_id: str
+
+    def damage(self, segment_index: int) -> None:
+        """Damage the copy a session published on the account."""
+        with (self.kaggle.published(self.job_id, segment_index) / STATE_FILE).open("ab") as file:
+            file.write(b"!")
+
+
+def _on_kaggle(db: Database, tmp_path: Path, sessions: int) -> KaggleJob:
+    """A Kaggle job of 40 steps paused after `sessions` sessions of 10, each of whose
+    checkpoints stayed on the account (a stub here); a local backend beside it."""
+    clock = ManualClock()
+    kaggle = PublishingFakeBackend(tmp_path / "kaggle", poll_seconds=1, clock=clock.seconds)
+    local = FakeBackend(tmp_path / "local", poll_seconds=1, clock=clock.seconds)
+    backends = StaticBackends({"kaggle": kaggle, "local": local})
+    engine = Engine(db, backends, tmp_path / "checkpoints", clock=clock, keep_checkpoints=3)
+    (job_id,) = submit_jobs(engine, 1, total_steps=40, backend="kaggle", kaggle=T4)
+    job, _ = job_and_segments(db, job_id)
+    for _ in range(4 * sessions):
+        if len(job_and_segments(db, job_id)[1]) >= sessions:
+            break
+        tick(engine, clock, 1)
+    engine.act(job.user_id, job_id, UserAction.PAUSE)
+    tick(engine, clock, 3)
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "paused", job.reason
+    assert [s.end_step for s in segments] == [10 * (i + 1) for i in range(sessions)]
+    return KaggleJob(engine, kaggle, clock, job.user_id, job_id)
+
+
+def _download(engine: Engine, user_id: str, job_id: str, step: int) -> bytes:
+    response = checkpoint_file_response(engine, user_id, job_id, step, STATE_FILE, None)
+    with response.file:
+        return response.file.read()
+
+
+def _events(db: Database, job_id: str, kind: str) -> list[tuple[int | None, str | None]]:
+    """The job's events of `kind`, as `baton events` shows them: segment and message."""
+    with db.transaction() as session:
+        query = select(Event).where(Event.job_id == job_id, Event.kind == kind).order_by(Event.id)
+        return [(event.segment_index, event.message) for event in session.scalars(query)]
+
+
+def _listed(db: Database, user_id: str, job_id: str) -> list[tuple[int, bool, bool]]:
+    """What `baton checkpoints --all` shows: step, kept, on Kaggle."""
+    with db.transaction() as session:
+        rows = queries.list_checkpoints(session, user_id, job_id, include_pruned=True)
+    return [(row.step, row.kept, row.on_kaggle) for row in rows]
+
+
+def _rejected(db: Database, job_id: str) -> dict[int, str | None]:
+    with db.transaction() as session:
+        rows = session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id))
+        return {row.step: row.rejected for row in rows}
+
+
+def test_a_download_fetches_a_checkpoint_left_on_kaggle_once_every_file_verified(
+    db: Database, tmp_path: Path
+) -> None:
+    """Retention and changing backend: a checkpoint whose files stayed on Kaggle is listed as
+    kept there; its first download fetches it here, every file verified, says so in one event,
+    and serves its bytes; a second download serves the copy here without fetching again."""
+    run = _on_kaggle(db, tmp_path, 2)
+    engine, kaggle, user_id, job_id = run.engine, run.kaggle, run.user_id, run.job_id
+    assert _listed(db, user_id, job_id) == [(10, True, True), (20, True, True)]
+
+    body = _download(engine, user_id, job_id, 20)
+    published = kaggle.published(job_id, 1)
+    assert body == (published / STATE_FILE).read_bytes()
+    assert _verifies(engine.store, job_id, 1)
+    assert _listed(db, user_id, job_id) == [(10, True, True), (20, True, False)]
+    size = sum(path.stat().st_size for path in published.iterdir())
+    assert _events(db, job_id, "checkpoint_fetched") == [
+        (
+            1,
+            f"fetched the checkpoint at step 20 to this machine, every file verified "
+            f"({size / 1e6:.1f} MB through the orchestrator's link)",
+        )
+    ]
+
+    assert _download(engine, user_id, job_id, 20) == body
+    assert kaggle.fetches == 1
+    assert len(_events(db, job_id, "checkpoint_fetched")) == 1
+    assert _rejected(db, job_id) == {10: None, 20: None}
+
+
+def test_a_copy_on_kaggle_that_fails_verification_is_rejected_and_never_resumed_from(
+    db: Database, tmp_path: Path
+) -> None:
+    """Verified handoff: a download of a checkpoint whose copy on Kaggle is damaged is refused
+    (410, with why); the checkpoint is marked rejected with the reason and an event, listed as
+    no longer kept, and a move resumes from the newest one that verifies instead, ending on the
+    uninterrupted digest."""
+    run = _on_kaggle(db, tmp_path, 2)
+    engine, user_id, job_id = run.engine, run.user_id, run.job_id
+    run.damage(1)
+
+    with pytest.raises(HTTPException) as refused:
+        _download(engine, user_id, job_id, 20)
+    assert refused.value.status_code == 410
+    assert isinstance(refused.value.detail, str)
+    assert refused.value.detail.startswith("the checkpoint at step 20 is unusable: ")
+    problem = refused.value.detail.removeprefix("the checkpoint at step 20 is unusable: ")
+    assert STATE_FILE in problem
+    assert _rejected(db, job_id) == {10: None, 20: f"its files could not be fetched: {problem}"}
+    assert _events(db, job_id, "checkpoint_rejected") == [
+        (
+            1,
+            f"checkpoint at step 20 failed verification (its files could not be fetched: "
+            f"{problem}); resuming from the newest older checkpoint that verifies",
+        )
+    ]
+    assert _listed(db, user_id, job_id) == [(10, True, True), (20, False, False)]
+
+    moved = engine.move(user_id, job_id, "local", None)
+    assert (moved.backend, moved.state) == ("local", "paused")
+    assert _events(db, job_id, "moved")[-1][1] == (
+        "moved from kaggle to local; continues from step 10"
+    )
+    engine.act(user_id, job_id, UserAction.RESUME)
+    tick(engine, run.clock, 10)
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "succeeded", job.reason
+    assert [(s.start_step, s.end_step) for s in segments[2:]] == [(10, 20), (20, 30), (30, 40)]
+    assert final_digest(db, job_id) == uninterrupted_digest(40)
+
+
+def test_a_move_off_kaggle_fetches_the_newest_copy_that_verifies_or_is_refused_saying_why(
+    db: Database, tmp_path: Path
+) -> None:
+    """Changing backend: moving a job off Kaggle fetches its newest checkpoint that can be
+    fetched intact (a damaged newer copy is rejected on the way); checkpoints left there are
+    then out of the new backend's reach (409, with why). With no copy left that verifies, the
+    move is refused and the job stays where it was, never restarted from step 0."""
+    run = _on_kaggle(db, tmp_path, 3)
+    engine, user_id, job_id = run.engine, run.user_id, run.job_id
+    run.damage(2)
+
+    engine.move(user_id, job_id, "local", None)
+    assert _events(db, job_id, "moved")[-1][1] == (
+        "moved from kaggle to local; continues from step 20"
+    )
+    assert run.kaggle.fetches == 2
+    assert [step for step, problem in _rejected(db, job_id).items() if problem] == [30]
+    assert _listed(db, user_id, job_id) == [(10, True, True), (20, True, False), (30, False, False)]
+    with pytest.raises(HTTPException) as out_of_reach:
+        _download(engine, user_id, job_id, 10)
+    assert (out_of_reach.value.status_code, out_of_reach.value.detail) == (
+        409,
+        "the checkpoint at step 10 lies on Kaggle and cannot be fetched: "
+        "the files of step 10 lie where the job's backend cannot fetch them",
+    )
+
+    other = _on_kaggle(db, tmp_path / "other", 2)
+    other_id = other.job_id
+    other.damage(0)
+    other.damage(1)
+    with pytest.raises(ActionConflict) as refused:
+        other.engine.move(user_id, other_id, "local", None)
+    assert str(refused.value) == (
+        "nothing to continue from on local: 2 checkpoint(s) could not be fetched intact"
+    )
+    job, _ = job_and_segments(db, other_id)
+    assert (job.backend, job.state) == ("kaggle", "paused")
+    assert list(_rejected(db, other_id)) == [10, 20]
+    assert all(_rejected(db, other_id).values())
+    # The first job's checkpoints are untouched by the other job's rejections.
+    assert [step for step, problem in _rejected(db, job_id).items() if problem] == [30]

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import threading
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import requests
 from kagglesdk.kernels.types.kernels_api_service import ApiGetAcceleratorQuotaStatisticsRequest
 
-from orchestrator.backends.base import Gone, Transient
+from orchestrator.backends.base import BackendError, Gone, Rejected, Transient
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.support.kaggle import account_on
@@ -211,5 +214,93 @@ def test_a_call_that_never_answers_is_transient_and_a_transfer_gets_its_longer_b
             account.call("GetKernel", lambda client: never.wait(60))
         # Longer than the account's bound, far inside the transfer's.
         assert account.transfer("upload", lambda api: later.wait(0.5) or "uploaded") == "uploaded"
+        # A plain download from a signed URL gets the transfer bound too.
+        assert account.fetch("download", lambda: later.wait(0.5) or "fetched") == "fetched"
     finally:
         never.set()
+
+
+def _raised(exc: BaseException) -> Callable[..., NoReturn]:
+    def fn(*_: object) -> NoReturn:
+        raise exc
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    ("raised", "kind", "reason"),
+    [
+        (_answered(404), KaggleNotFound, "GetKernel: not found"),
+        (_answered(401), KaggleAuthError, "GetKernel: Kaggle refused access (401)"),
+        (_answered(403), KaggleAuthError, "GetKernel: Kaggle refused access (403)"),
+        (_rate_limited({}), Transient, "GetKernel: rate limited by Kaggle"),
+        (_answered(502), KaggleServerError, "GetKernel: HTTPError 502"),
+        (_answered(408), Transient, "GetKernel: HTTPError 408"),
+        (requests.ConnectionError("reset"), Transient, "GetKernel: ConnectionError"),
+        (
+            ValueError("Permission 'kernels.get' was denied"),
+            KaggleAuthError,
+            "GetKernel: Kaggle refused access",
+        ),
+        (
+            RuntimeError("Permission denied by a proxy"),
+            Rejected,
+            "GetKernel: RuntimeError: Permission denied by a proxy",
+        ),
+        (ValueError("unexpected field"), Rejected, "GetKernel: ValueError: unexpected field"),
+        (
+            zipfile.BadZipFile("truncated"),
+            Transient,
+            "GetKernel: the download was not a complete archive",
+        ),
+    ],
+)
+def test_what_kaggle_answered_reaches_the_user_naming_the_call(
+    raised: BaseException, kind: type[BackendError], reason: str
+) -> None:
+    """The error contract's reason, as a user reads it: a refusal fails the job with it
+    (`kaggle refused: ...`), a passing outage backs the job off with it (`backend_busy`). Each
+    names the call and what Kaggle answered, whichever way the call was made."""
+    account = KaggleAccount("alice", "a")
+    with pytest.raises(kind) as by_call:
+        account.call("GetKernel", _raised(raised))
+    assert str(by_call.value) == reason
+    with pytest.raises(kind) as by_transfer:
+        account.transfer("GetKernel", _raised(raised))
+    assert str(by_transfer.value) == reason
+    with pytest.raises(kind) as by_fetch:
+        account.fetch("GetKernel", _raised(raised))
+    assert str(by_fetch.value) == reason
+
+
+def test_a_403_while_the_first_version_processes_says_so() -> None:
+    account = KaggleAccount("alice", "a")
+    with pytest.raises(Transient) as busy:
+        account.transfer("CreateDatasetVersion", _raised(_answered(403)), busy_403=True)
+    assert (
+        str(busy.value) == "CreateDatasetVersion: the dataset's first version is still processing"
+    )
+
+
+def test_a_call_without_an_answer_says_which_call() -> None:
+    account = KaggleAccount("alice", "a", timeout_seconds=0.05)
+    never = threading.Event()
+    try:
+        with pytest.raises(Transient) as silent:
+            account.call("GetAcceleratorQuotaStatistics", lambda client: never.wait(60))
+        assert str(silent.value) == "GetAcceleratorQuotaStatistics: no answer in time"
+    finally:
+        never.set()
+
+
+def test_a_dataset_read_names_its_call_and_a_missing_one_is_none(
+    emulator: Emulator, alice: KaggleAccount
+) -> None:
+    assert alice.own_dataset("never-made") is None
+    with pytest.raises(KaggleNotFound) as missing:
+        alice.dataset("never-made", owner="bob")
+    assert str(missing.value) == "GetDataset: not found"
+    emulator.faults.fail_next("GetDataset", FaultKind.SERVER_ERROR)
+    with pytest.raises(KaggleServerError) as failed:
+        alice.own_dataset("never-made")
+    assert str(failed.value) == "GetDataset: HTTPError 500"

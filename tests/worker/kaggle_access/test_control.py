@@ -4,19 +4,20 @@ the kernel's side reads it with one GetDataset call."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.base import Transient
+from orchestrator.backends.base import Rejected, Transient
 from orchestrator.backends.kaggle.control import ControlChannel
 from tests.factories import FAST_EMULATOR
-from tests.kaggle_emulator import Emulator, start_emulator
+from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
 from tests.support.kaggle import account_on
 from worker.control import Command, relay
-from worker.kaggle_access.client import KaggleAccount
+from worker.kaggle_access.client import KaggleAccount, KaggleServerError
 from worker.kaggle_access.control import ControlDataset, KaggleControlSource, command_for
 
 # Long enough that the first write certainly meets the first version still processing.
@@ -132,3 +133,136 @@ def test_without_the_channel_the_relay_reads_nothing_into_the_file(tmp_path: Pat
     assert not listener.is_alive()
     assert not (tmp_path / "control").exists()
     assert source.reads >= 2
+
+
+def _read_when_written(dataset: ControlDataset, launch_id: str) -> Command | None:
+    deadline = time.monotonic() + 30
+    while (command := dataset.read(launch_id)) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    return command
+
+
+def test_a_poll_that_cannot_read_kaggle_is_no_command_and_says_why_in_the_session_log(
+    alice: KaggleAccount, emulator: Emulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The kernel's side: a poll Kaggle does not answer gives no command (the segment trains
+    on), says why in the session's log (`baton logs`), and the next poll reads the command."""
+    dataset = ControlDataset(alice, "baton-ctl-j4", tmp_path)
+    dataset.ensure()
+    _wait_ready(emulator, "alice/baton-ctl-j4")
+    dataset.send(Command.CANCEL, "j4-0000")
+    assert _read_when_written(dataset, "j4-0000") is Command.CANCEL
+    source = KaggleControlSource(dataset, "j4-0000")
+    emulator.faults.fail_next("GetDataset", FaultKind.SERVER_ERROR)
+    with caplog.at_level(logging.WARNING, logger="worker.kaggle_access.control"):
+        assert source.read() is None
+    assert [record.getMessage() for record in caplog.records] == [
+        "control channel not readable: GetDataset: HTTPError 500"
+    ]
+    assert source.read() == "cancel"
+    assert source.reads == 2
+
+
+def test_a_command_for_a_channel_not_made_yet_makes_it_and_follows_once_it_is_ready(
+    alice: KaggleAccount, emulator: Emulator, tmp_path: Path
+) -> None:
+    dataset = ControlDataset(alice, "baton-ctl-j5", tmp_path)
+    with pytest.raises(Transient) as made:
+        dataset.send(Command.PAUSE, "j5-0000")
+    assert str(made.value) == "created the control channel alice/baton-ctl-j5; the command follows"
+    created = emulator.dataset("alice/baton-ctl-j5")
+    assert created is not None
+    assert created.is_private
+    _wait_ready(emulator, "alice/baton-ctl-j5")
+    assert dataset.read("j5-0000") is None  # the first version carries no command
+    dataset.send(Command.PAUSE, "j5-0000")
+    assert _read_when_written(dataset, "j5-0000") is Command.PAUSE
+
+
+def test_a_channel_made_twice_is_adopted_never_refused(
+    alice: KaggleAccount, emulator: Emulator, tmp_path: Path
+) -> None:
+    """A second orchestrator, or a retry, that finds no channel while Kaggle's read lags behind
+    the first create gets Kaggle's "already exists", and takes the channel as made."""
+    dataset = ControlDataset(alice, "baton-ctl-j6", tmp_path)
+    dataset.ensure()
+    emulator.faults.fail_next("GetDataset", FaultKind.NOT_FOUND)
+    dataset.ensure()
+    assert len(emulator.calls("CreateDataset")) == 2
+    _wait_ready(emulator, "alice/baton-ctl-j6")
+    dataset.send(Command.CANCEL, "j6-0000")
+    assert _read_when_written(dataset, "j6-0000") is Command.CANCEL
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        ("The dataset is still processing", Transient),
+        ("Please Try Again later", Transient),
+        ("You cannot create a new version of this dataset", Rejected),
+    ],
+)
+def test_an_error_kaggle_answers_in_the_body_keeps_the_command_pending_and_says_why(
+    alice: KaggleAccount, emulator: Emulator, tmp_path: Path, error: str, kind: type[Exception]
+) -> None:
+    """Kaggle refuses a new version with a 200 whose body holds the error: the command is not
+    written, so `baton pause` stays pending (never lost) and is written at the next poll; a
+    passing refusal (processing, try again) is retried, any other one names the channel."""
+    channel = ControlChannel(alice, "j7", tmp_path)
+    channel.prepare()
+    _wait_ready(emulator, "alice/baton-ctl-j7")
+    emulator.faults.body_error = error
+    emulator.faults.fail_next("CreateDatasetVersion", FaultKind.BODY_ERROR, times=2)
+    with pytest.raises(kind) as refused:
+        channel.dataset.send(Command.PAUSE, "j7-0001")
+    assert type(refused.value) is kind
+    assert str(refused.value) == f"control channel alice/baton-ctl-j7: {error}"
+    channel.tell(Command.PAUSE, "j7-0001")
+    assert channel.pending() is not None
+    assert channel.dataset.read("j7-0001") is None
+    channel.deliver()
+    assert channel.pending() is None
+    assert _read_when_written(channel.dataset, "j7-0001") is Command.PAUSE
+
+
+def test_a_create_kaggle_refuses_or_fails_is_an_error_naming_the_channel_or_the_call(
+    alice: KaggleAccount, emulator: Emulator, tmp_path: Path
+) -> None:
+    emulator.faults.body_error = "The dataset title is invalid"
+    emulator.faults.fail_next("CreateDataset", FaultKind.BODY_ERROR)
+    dataset = ControlDataset(alice, "baton-ctl-j8", tmp_path)
+    with pytest.raises(Rejected) as refused:
+        dataset.ensure()
+    assert str(refused.value) == "control channel alice/baton-ctl-j8: The dataset title is invalid"
+    assert emulator.dataset("alice/baton-ctl-j8") is None
+    # A create Kaggle fails to answer is a passing error that names the call.
+    emulator.faults.fail_next("CreateDataset", FaultKind.SERVER_ERROR)
+    with pytest.raises(KaggleServerError) as failed:
+        dataset.ensure()
+    assert str(failed.value) == "CreateDataset: HTTPError 500"
+    assert emulator.dataset("alice/baton-ctl-j8") is None
+
+
+def test_a_command_sent_while_the_first_version_processes_waits_saying_why(
+    tmp_path: Path,
+) -> None:
+    """Kaggle answers 403 to a new version while the dataset's first one processes (kagglehub
+    PR #182): the command is tried again later (Transient), and the reason the orchestrator
+    logs says so, never that Kaggle refused access. Processing takes 10 minutes here, so the
+    write certainly meets it, however slow the machine."""
+    slow = FAST_EMULATOR | {"dataset_processing_seconds": 600.0}
+    with start_emulator(tmp_path / "kaggle", **slow) as emulator:
+        alice = account_on(emulator)
+        dataset = ControlDataset(alice, "baton-ctl-j9", tmp_path)
+        dataset.ensure()
+        deadline = time.monotonic() + 30
+        while alice.own_dataset("baton-ctl-j9") is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        with pytest.raises(Transient) as busy:
+            dataset.send(Command.PAUSE, "j9-0000")
+    assert type(busy.value) is Transient
+    assert str(busy.value) == (
+        "CreateDatasetVersion: the dataset's first version is still processing"
+    )
