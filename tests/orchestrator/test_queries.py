@@ -17,7 +17,7 @@ from orchestrator.lifecycle import JobState
 from orchestrator.models import Checkpoint, Event, Job, Segment, User
 from orchestrator.queries import job_out, live_progress
 from tests.factories import FAST_TRAINER, job_spec
-from worker.boundary.contract import Estimates, SegmentSpec
+from worker.boundary.contract import Estimates, SegmentSpec, WatchdogPolicy
 from worker.boundary.transport import REMOTE_FILE
 
 NOW = datetime(2026, 11, 19, 8, 0, tzinfo=UTC)
@@ -73,6 +73,12 @@ def test_without_a_heartbeat_the_step_is_estimated_from_elapsed_time() -> None:
     assert progress is not None
     # 50 s at the 0.5 s the earlier segments measured: 100 steps past the segment's start.
     assert (progress.step, progress.estimated, progress.loss) == (200, True, None)
+    assert (progress.step_seconds, progress.at) == (0.5, NOW)  # the estimate's basis and time
+    # At its launch (or launched a moment later by a clock ahead of ours) it is at its start.
+    for launched in (NOW, NOW + timedelta(seconds=3)):
+        progress = live_progress(_job(), _segment(launched_at=launched), now=NOW)
+        assert progress is not None
+        assert progress.step == 100
 
 
 def test_an_estimate_never_passes_the_total() -> None:
@@ -90,10 +96,36 @@ def test_a_local_session_without_a_heartbeat_yet_shows_no_guess() -> None:
     assert (progress.step, progress.estimated) == (101, False)
 
 
+def test_a_heartbeat_older_than_the_session_s_own_hang_bound_shows_stalled() -> None:
+    """A session sent a 60 s hang floor counts as hung (its watchdog ends it) once its heartbeat
+    is older than that; one sent no launch spec runs under the default 600 s. The heartbeat's
+    phases and last metrics are shown as it wrote them."""
+    watched = asdict(
+        SegmentSpec("j1", 2, FAST_TRAINER, {}, 1000, 3600.0, watchdog=WatchdogPolicy(2.0, 60.0))
+    )
+    beat = {
+        "step": 130,
+        "step_seconds": 0.5,
+        "at": (NOW - timedelta(seconds=120)).timestamp(),
+        "phases": {"startup": 3.0, "load": 1.5, "train": 40.0},
+        "metrics": {"loss": 0.25, "lr": 0.001},
+    }
+    shown = live_progress(_job(), _segment(launch_spec=watched, progress=beat), now=NOW)
+    assert shown is not None
+    assert shown.stalled is True
+    assert shown.phases == {"startup": 3.0, "load": 1.5, "train": 40.0}
+    assert shown.metrics == {"loss": 0.25, "lr": 0.001}
+    unsent = _segment(launch_spec=None, progress=beat)
+    assert live_progress(_job(), unsent, now=NOW).stalled is False  # type: ignore[union-attr]
+    later = NOW + timedelta(seconds=600)
+    assert live_progress(_job(), unsent, now=later).stalled is True  # type: ignore[union-attr]
+
+
 def test_no_progress_before_launch_or_without_a_measured_step_time() -> None:
     assert live_progress(_job(), None, now=NOW) is None
     assert live_progress(_job(), _segment(launched_at=None), now=NOW) is None
     assert live_progress(_job(), _segment(launch_spec=_launch_spec(None)), now=NOW) is None
+    assert live_progress(_job(), _segment(launch_spec=_launch_spec(0.0)), now=NOW) is None
 
 
 def test_a_kaggle_job_s_eta_counts_the_quota_and_its_refresh() -> None:
