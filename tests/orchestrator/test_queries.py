@@ -126,6 +126,7 @@ def test_no_progress_before_launch_or_without_a_measured_step_time() -> None:
     assert live_progress(_job(), _segment(launched_at=None), now=NOW) is None
     assert live_progress(_job(), _segment(launch_spec=_launch_spec(None)), now=NOW) is None
     assert live_progress(_job(), _segment(launch_spec=_launch_spec(0.0)), now=NOW) is None
+    assert live_progress(_job(), _segment(launch_spec=None), now=NOW) is None
 
 
 def test_a_kaggle_job_s_eta_counts_the_quota_and_its_refresh() -> None:
@@ -323,6 +324,39 @@ def test_a_job_waiting_for_its_quota_finishes_counted_from_the_refresh() -> None
     eta = job_out(job, [done], now=NOW).eta
     assert eta is not None
     assert (eta.finish_at, eta.more_sessions) == (refresh + timedelta(seconds=3588 + 60 + 6), 2)
+
+
+def test_a_successor_launched_before_its_predecessor_ended_or_never_launched_adds_no_wait() -> None:
+    # Segment 1 was pushed by segment 0 itself a minute before that one ended (self-chaining);
+    # segment 2's launch was refused, so it never ran. Neither hand-over adds time: the 600
+    # steps left run in 588 + 12 back to back, 60 s of fixed costs each.
+    job = _job("local", steps_done=400, state="queued")
+    segments = [
+        _measured(
+            0,
+            200,
+            index=0,
+            launched_at=NOW - timedelta(minutes=100),
+            ended_at=NOW - timedelta(minutes=60),
+        ),
+        _measured(
+            200,
+            400,
+            index=1,
+            launched_at=NOW - timedelta(minutes=61),
+            ended_at=NOW - timedelta(minutes=20),
+        ),
+        _segment(
+            index=2,
+            state="failed",
+            start_step=400,
+            launched_at=None,
+            ended_at=NOW - timedelta(minutes=19),
+        ),
+    ]
+    eta = job_out(job, segments, now=NOW).eta
+    assert eta is not None
+    assert (eta.finish_at, eta.more_sessions) == (NOW + timedelta(seconds=3588 + 132), 2)
 
 
 def test_a_job_of_steps_under_a_second_has_an_eta() -> None:
@@ -630,3 +664,17 @@ def test_the_list_and_the_job_show_the_eta_of_the_job_s_own_session_rule_and_its
         1,
     )
     assert "at 30 h/week" in on_kaggle.text
+    # Read without a clock (as the API reads), the ETA counts from the current UTC time; each
+    # segment shows what its session measured.
+    with db.transaction() as session:
+        today = queries.get_job(session, "alice", "local-job").eta
+        measured = queries.list_segments(session, "alice", "local-job")[0].timings
+    assert measured is not None
+    assert (measured.startup, measured.train, measured.save, measured.step_ema) == (
+        30.0,
+        2400.0,
+        20.0,
+        6.0,
+    )
+    assert today is not None
+    assert today.finish_at > datetime.now(UTC)
