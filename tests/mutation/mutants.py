@@ -1205,4 +1205,32 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="pause and cancel",
         ci=True,
     ),
+    # --- Sweep round 2026-11-27 (sweepi): the read layer's live ETA, the webhook caps ---------
+    Mutant(
+        # The running session's own step time dropped: a session slower (or faster) than the
+        # earlier ones is planned at their pace, and the ETA a user sees is off by its drift.
+        "queries-eta-ignores-the-running-session-s-pace",
+        "read layer",
+        "orchestrator/queries.py",
+        "    live_step_seconds = progress.step_seconds if progress else None\n",
+        "    live_step_seconds = None\n",
+        (
+            "tests/orchestrator/test_queries.py::test_a_running_session_s_own_pace_plans_its_"
+            "steps_and_the_typical_pace_the_later_ones",
+        ),
+        guarantee="live progress and ETA",
+        ci=True,
+    ),
+    Mutant(
+        # No per-user cap: one user's webhooks take every POST slot and every other user's
+        # notifications wait behind them.
+        "notifier-no-per-user-cap",
+        "notifier",
+        "orchestrator/notifier.py",
+        "            if mine >= self.per_user:\n",
+        "            if False:\n",
+        ("tests/orchestrator/test_notifier.py::test_at_most_16_posts_run_at_once_and_4_per_user",),
+        guarantee="webhook fairness caps",
+        ci=True,
+    ),
 )

@@ -5,7 +5,9 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,8 +22,10 @@ from orchestrator.celery_app import NOTIFY_QUEUE, NOTIFY_TASK, make_app
 from orchestrator.cli.workers import worker_argv
 from orchestrator.config import Settings
 from orchestrator.db import Database
+from orchestrator.models import Job, User
 from orchestrator.notifier import (
     NOT_DELIVERED,
+    Deliveries,
     PassReport,
     deliver_due_notifications,
     enqueue_new_events,
@@ -397,3 +401,123 @@ def test_rows_already_delivered_never_crowd_a_new_event_out_of_the_batch(
     later = _cancelled_job(api, receiver.url(), name="later")
     deliver(db, T0 + timedelta(minutes=10))  # past the delivered rows' claims
     assert sorted(body["job_id"] for body in receiver.received) == sorted([*delivered, later])
+
+
+class HeldReceiver:
+    """A receiver that takes each POST and holds it until the test releases it: what it holds
+    is what the notifier has in flight. Held POSTs end only when released, so a pass's tries all
+    run at once, whatever the machine's speed."""
+
+    def __init__(self) -> None:
+        self.posted: list[str] = []
+        self._arrived = threading.Condition()
+        self._open = threading.Event()
+
+    def post(self, url: str, body: dict[str, Any]) -> int:
+        with self._arrived:
+            self.posted.append(url)
+            self._arrived.notify_all()
+        self._open.wait(HANG_GUARD_SECONDS)
+        return 200
+
+    def wait_held(self, count: int) -> None:
+        """Until `count` POSTs are held (their rows claimed)."""
+        with self._arrived:
+            assert self._arrived.wait_for(lambda: len(self.posted) >= count, HANG_GUARD_SECONDS)
+
+    def release(self, deliveries: Deliveries) -> list[str]:
+        """Let every held POST answer 200; what was posted since the last release."""
+        self._open.set()
+        assert deliveries.wait_idle(HANG_GUARD_SECONDS)
+        self._open.clear()
+        with self._arrived:
+            posted, self.posted = self.posted, []
+        return posted
+
+
+HANG_GUARD_SECONDS = 60.0  # only a hung test waits this long
+
+
+def _hooked_jobs(db: Database, hooks: dict[str, int]) -> None:
+    """For each user, in order, a cancelled job with that many webhooks (at most 5 a job, more in
+    a second job): each hook's URL names its user and its number."""
+    with db.transaction() as session:
+        for user in hooks:
+            session.add(User(id=user, name=user))
+        session.flush()
+        for user, count in hooks.items():
+            urls = [f"https://hooks.example.com/{user}/{n}" for n in range(count)]
+            for start in range(0, count, 5):
+                job_id = f"{user}-{start}"
+                spec = job_spec(notify={"webhooks": urls[start : start + 5]})
+                session.add(
+                    Job(
+                        id=job_id,
+                        user_id=user,
+                        name=job_id,
+                        backend="local",
+                        state="cancelled",
+                        spec=spec,
+                        total_steps=50,
+                        steps_done=0,
+                        created_at=T0,
+                        updated_at=T0,
+                    )
+                )
+                session.flush()
+                record_event(
+                    session, job_id, "job_state", from_state="queued", to_state="cancelled", at=T0
+                )
+                session.flush()
+
+
+def _users(posted: list[str]) -> dict[str, int]:
+    return dict(Counter(url.split("/")[3] for url in posted))
+
+
+def test_at_most_16_posts_run_at_once_and_4_per_user(sqlite_db: Database) -> None:
+    # Five users with five webhooks each on one cancelled job: 25 POSTs to make.
+    users = [f"user{n}" for n in range(5)]
+    _hooked_jobs(sqlite_db, dict.fromkeys(users, 5))
+    receiver, deliveries = HeldReceiver(), Deliveries()
+
+    def deliver_held(now: datetime) -> PassReport:
+        return deliver_due_notifications(
+            sqlite_db, now, post=receiver.post, deliveries=deliveries, wait_seconds=None
+        )
+
+    first = deliver_held(T0)
+    assert (first.enqueued, first.delivered) == (25, 0)
+    # The first four users' first four hooks: 16 in flight, 4 of each; the fifth user waits.
+    assert _users(receiver.release(deliveries)) == dict.fromkeys(users[:4], 4)
+    # The next pass counts the 16 delivered meanwhile and starts the nine left, but only four of
+    # the fifth user's at once.
+    second = deliver_held(T0 + timedelta(seconds=1))
+    assert (second.enqueued, second.delivered, second.retried, second.failed) == (0, 16, 0, 0)
+    assert _users(receiver.release(deliveries)) == {**dict.fromkeys(users[:4], 1), "user4": 4}
+    third = deliver_held(T0 + timedelta(seconds=2))
+    assert receiver.release(deliveries) == ["https://hooks.example.com/user4/4"]
+    assert deliver_held(T0 + timedelta(seconds=3)).delivered == 1
+    assert third.delivered == 8
+
+
+def test_one_user_s_backlog_never_holds_back_another_user_s_notification(
+    sqlite_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass lists at most BATCH due rows; a user with 4 POSTs in flight is left out of the
+    listing, so their rows behind it never fill the batch while another user's row waits."""
+    monkeypatch.setattr(notifier, "BATCH", 2)
+    _hooked_jobs(sqlite_db, {"alice": 6, "bob": 1})  # bob's row comes after all of alice's
+    receiver, deliveries = HeldReceiver(), Deliveries()
+    for second, held in [(0, 2), (1, 4), (2, None)]:
+        deliver_due_notifications(
+            sqlite_db,
+            T0 + timedelta(seconds=second),
+            post=receiver.post,
+            deliveries=deliveries,
+            wait_seconds=None,
+        )
+        if held is not None:
+            receiver.wait_held(held)
+    # Two of alice's per pass until she has 4 in flight; the third pass lists bob's.
+    assert _users(receiver.release(deliveries)) == {"alice": 4, "bob": 1}

@@ -8,6 +8,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from sqlalchemy.orm import Session
 
 from orchestrator import queries
 from orchestrator.db import Database
@@ -16,7 +17,7 @@ from orchestrator.lifecycle import JobState
 from orchestrator.models import Checkpoint, Event, Job, Segment, User
 from orchestrator.queries import job_out, live_progress
 from tests.factories import FAST_TRAINER, job_spec
-from worker.boundary.contract import Estimates, SegmentSpec
+from worker.boundary.contract import Estimates, SegmentSpec, WatchdogPolicy
 from worker.boundary.transport import REMOTE_FILE
 
 NOW = datetime(2026, 11, 19, 8, 0, tzinfo=UTC)
@@ -72,6 +73,12 @@ def test_without_a_heartbeat_the_step_is_estimated_from_elapsed_time() -> None:
     assert progress is not None
     # 50 s at the 0.5 s the earlier segments measured: 100 steps past the segment's start.
     assert (progress.step, progress.estimated, progress.loss) == (200, True, None)
+    assert (progress.step_seconds, progress.at) == (0.5, NOW)  # the estimate's basis and time
+    # At its launch (or launched a moment later by a clock ahead of ours) it is at its start.
+    for launched in (NOW, NOW + timedelta(seconds=3)):
+        progress = live_progress(_job(), _segment(launched_at=launched), now=NOW)
+        assert progress is not None
+        assert progress.step == 100
 
 
 def test_an_estimate_never_passes_the_total() -> None:
@@ -89,10 +96,37 @@ def test_a_local_session_without_a_heartbeat_yet_shows_no_guess() -> None:
     assert (progress.step, progress.estimated) == (101, False)
 
 
+def test_a_heartbeat_older_than_the_session_s_own_hang_bound_shows_stalled() -> None:
+    """A session sent a 60 s hang floor counts as hung (its watchdog ends it) once its heartbeat
+    is older than that; one sent no launch spec runs under the default 600 s. The heartbeat's
+    phases and last metrics are shown as it wrote them."""
+    watched = asdict(
+        SegmentSpec("j1", 2, FAST_TRAINER, {}, 1000, 3600.0, watchdog=WatchdogPolicy(2.0, 60.0))
+    )
+    beat = {
+        "step": 130,
+        "step_seconds": 0.5,
+        "at": (NOW - timedelta(seconds=120)).timestamp(),
+        "phases": {"startup": 3.0, "load": 1.5, "train": 40.0},
+        "metrics": {"loss": 0.25, "lr": 0.001},
+    }
+    shown = live_progress(_job(), _segment(launch_spec=watched, progress=beat), now=NOW)
+    assert shown is not None
+    assert shown.stalled is True
+    assert shown.phases == {"startup": 3.0, "load": 1.5, "train": 40.0}
+    assert shown.metrics == {"loss": 0.25, "lr": 0.001}
+    unsent = _segment(launch_spec=None, progress=beat)
+    assert live_progress(_job(), unsent, now=NOW).stalled is False  # type: ignore[union-attr]
+    later = NOW + timedelta(seconds=600)
+    assert live_progress(_job(), unsent, now=later).stalled is True  # type: ignore[union-attr]
+
+
 def test_no_progress_before_launch_or_without_a_measured_step_time() -> None:
     assert live_progress(_job(), None, now=NOW) is None
     assert live_progress(_job(), _segment(launched_at=None), now=NOW) is None
     assert live_progress(_job(), _segment(launch_spec=_launch_spec(None)), now=NOW) is None
+    assert live_progress(_job(), _segment(launch_spec=_launch_spec(0.0)), now=NOW) is None
+    assert live_progress(_job(), _segment(launch_spec=None), now=NOW) is None
 
 
 def test_a_kaggle_job_s_eta_counts_the_quota_and_its_refresh() -> None:
@@ -168,6 +202,177 @@ def test_a_session_still_starting_trains_only_after_the_start_up_earlier_session
     out = job_out(job, segments, now=NOW)
     assert out.eta is not None
     assert (out.eta.finish_at, out.eta.more_sessions) == (NOW + timedelta(seconds=635), 0)
+
+
+def _measured(start_step: int, end_step: int, **fields: object) -> Segment:
+    """A committed segment that measured 6 s steps, 40 s of start-up and load and 20 s of save."""
+    timings = {"startup": 30.0, "load": 10.0, "train": 6.0 * (end_step - start_step)}
+    timings |= {"save": 20.0, "step_ema": 6.0}
+    values = {"state": "succeeded", "start_step": start_step, "end_step": end_step, **fields}
+    return _segment(timings=timings, **values)
+
+
+def _third_session_running(step: int, step_seconds: float) -> tuple[Job, list[Segment]]:
+    """Steps 0-200 and 200-400 committed at 6 s a step, each hand-over 5 min; the third session
+    launched 10 min ago and its heartbeat says `step` at `step_seconds` a step."""
+    job = _job("local", steps_done=400)
+    segments = [
+        _measured(
+            0,
+            200,
+            index=0,
+            launched_at=NOW - timedelta(minutes=100),
+            ended_at=NOW - timedelta(minutes=60),
+        ),
+        _measured(
+            200,
+            400,
+            index=1,
+            launched_at=NOW - timedelta(minutes=55),
+            ended_at=NOW - timedelta(minutes=15),
+        ),
+        _segment(
+            index=2, start_step=400, limit_seconds=3600.0, launched_at=NOW - timedelta(minutes=10)
+        ),
+    ]
+    segments[2].progress = {"step": step, "step_seconds": step_seconds, "at": NOW.timestamp()}
+    return job, segments
+
+
+def test_a_running_session_s_own_pace_plans_its_steps_and_the_typical_pace_the_later_ones() -> None:
+    # The third session runs at 12 s a step, twice as slow as the 400 steps before it. Its 2971.5 s
+    # left (3600 - 600 elapsed - 20 to save - the margin of 1.25 steps + 1 s at the typical 6 s)
+    # hold 247 of its own steps; the other 253 of the 500 to go run at 6 s in one more session,
+    # after the 5 min hand-over and 60 s of start-up, load and save.
+    job, segments = _third_session_running(step=500, step_seconds=12.0)
+    eta = job_out(job, segments, now=NOW).eta
+    assert eta is not None
+    assert (eta.finish_at, eta.more_sessions) == (NOW + timedelta(seconds=4849.5), 1)
+    # Once the slow session has trained more steps than all before it, 12 s is the typical step
+    # for the sessions to come too: of 1100 steps left, 247 in this one (2964 s left with a 16 s
+    # margin), then 293 in each 1 h session (3600 - 60 - 16 = 3524 s): three more sessions.
+    job, segments = _third_session_running(step=900, step_seconds=12.0)
+    job.total_steps = 2000
+    eta = job_out(job, segments, now=NOW).eta
+    assert eta is not None
+    sessions_to_come = 300 + 3576 + 300 + 3576 + 300 + (60 + 267 * 12)
+    assert (eta.finish_at, eta.more_sessions) == (
+        NOW + timedelta(seconds=2964 + sessions_to_come),
+        3,
+    )
+
+
+def test_the_first_session_s_eta_counts_from_its_heartbeat_alone() -> None:
+    # Nothing measured yet but the running session's heartbeat: 6 s steps, no start-up known.
+    # Its 2991.5 s left (3600 - 600 elapsed - 1.25 steps - 1 s) hold 498 of the 900 steps to go;
+    # the other 402 run in one more session.
+    job = _job("local", steps_done=0)
+    running = _segment(
+        index=0, start_step=0, limit_seconds=3600.0, launched_at=NOW - timedelta(minutes=10)
+    )
+    running.progress = {"step": 100, "step_seconds": 6.0, "at": NOW.timestamp()}
+    eta = job_out(job, [running], now=NOW).eta
+    assert eta is not None
+    assert (eta.finish_at, eta.more_sessions) == (NOW + timedelta(seconds=2991.5 + 402 * 6), 1)
+
+
+def test_a_session_s_start_up_ends_at_its_first_heartbeat_or_once_earlier_ones_took_as_long() -> (
+    None
+):
+    job, segments = _running_job_with_history()
+    job.steps_done = 900
+    # Segment 0 took 40 s of start-up and load. A heartbeat 5 s after launch ends the start-up
+    # there: the 100 steps left take 600 s from now.
+    segments[1].launched_at = NOW - timedelta(seconds=5)
+    segments[1].progress = {"step": 900, "step_seconds": 6.0, "at": NOW.timestamp()}
+    assert job_out(job, segments, now=NOW).eta.finish_at == NOW + timedelta(seconds=600)  # type: ignore[union-attr]
+    # No heartbeat 60 s after launch: the start-up is over anyway, the steps count from now.
+    segments[1].launched_at = NOW - timedelta(seconds=60)
+    segments[1].progress = None
+    assert job_out(job, segments, now=NOW).eta.finish_at == NOW + timedelta(seconds=600)  # type: ignore[union-attr]
+    # Launched 5 s ago with 600 steps to go: after the 35 s of start-up left, its 3531.5 s
+    # (3600 - 5 - 35 - 20 to save - 8.5 of margin) hold 588; the last 12 run in one more
+    # session, after the hand-over segment 0's end and this launch took (895 s).
+    job.steps_done = 400
+    segments[1].launched_at = NOW - timedelta(seconds=5)
+    eta = job_out(job, segments, now=NOW).eta
+    assert eta is not None
+    assert eta.more_sessions == 1
+    assert eta.finish_at == NOW + timedelta(seconds=35 + 3531.5 + 895 + 60 + 12 * 6)
+
+
+def test_a_session_with_no_time_left_for_a_step_hands_every_step_to_the_next() -> None:
+    job, segments = _running_job_with_history()
+    job.steps_done = 900
+    # Launched 3595 s ago: less than its save and margin left, so the 100 steps still to go run
+    # in the next session, after the 305 s hand-over and its 60 s of fixed costs.
+    segments[0].launched_at = NOW - timedelta(minutes=130)
+    segments[0].ended_at = NOW - timedelta(minutes=65)
+    segments[1].launched_at = NOW - timedelta(seconds=3595)
+    segments[1].progress = {"step": 900, "step_seconds": 6.0, "at": NOW.timestamp()}
+    eta = job_out(job, segments, now=NOW).eta
+    assert eta is not None
+    assert (eta.finish_at, eta.more_sessions) == (NOW + timedelta(seconds=305 + 60 + 600), 1)
+
+
+def test_a_job_waiting_for_its_quota_finishes_counted_from_the_refresh() -> None:
+    # 589 steps to go: one more than a 1 h session holds once the deadline rule's margin (8.5 s)
+    # is kept back at its end, so two sessions, the first from the refresh the job waits for.
+    refresh = NOW + timedelta(days=2)
+    job = _job("kaggle", steps_done=411, state="waiting", wait_until=refresh)
+    done = _measured(0, 411, index=0, ended_at=NOW - timedelta(hours=1))
+    eta = job_out(job, [done], now=NOW).eta
+    assert eta is not None
+    assert (eta.finish_at, eta.more_sessions) == (refresh + timedelta(seconds=3588 + 60 + 6), 2)
+
+
+def test_a_successor_launched_before_its_predecessor_ended_or_never_launched_adds_no_wait() -> None:
+    # Segment 1 was pushed by segment 0 itself a minute before that one ended (self-chaining);
+    # segment 2's launch was refused, so it never ran. Neither hand-over adds time: the 600
+    # steps left run in 588 + 12 back to back, 60 s of fixed costs each.
+    job = _job("local", steps_done=400, state="queued")
+    segments = [
+        _measured(
+            0,
+            200,
+            index=0,
+            launched_at=NOW - timedelta(minutes=100),
+            ended_at=NOW - timedelta(minutes=60),
+        ),
+        _measured(
+            200,
+            400,
+            index=1,
+            launched_at=NOW - timedelta(minutes=61),
+            ended_at=NOW - timedelta(minutes=20),
+        ),
+        _segment(
+            index=2,
+            state="failed",
+            start_step=400,
+            launched_at=None,
+            ended_at=NOW - timedelta(minutes=19),
+        ),
+    ]
+    eta = job_out(job, segments, now=NOW).eta
+    assert eta is not None
+    assert (eta.finish_at, eta.more_sessions) == (NOW + timedelta(seconds=3588 + 132), 2)
+
+
+def test_a_job_of_steps_under_a_second_has_an_eta() -> None:
+    job = _job("local", steps_done=400, state="queued")
+    done = _segment(
+        index=0,
+        state="succeeded",
+        start_step=0,
+        end_step=400,
+        ended_at=NOW - timedelta(minutes=5),
+        timings={"startup": 30.0, "load": 10.0, "save": 20.0, "train": 200.0, "step_ema": 0.5},
+    )
+    eta = job_out(job, [done], now=NOW).eta
+    assert eta is not None
+    # 600 steps of 0.5 s after 60 s of start-up, load and save.
+    assert (eta.finish_at, eta.more_sessions) == (NOW + timedelta(seconds=360), 1)
 
 
 # The reads by job, against a database: two users, three jobs, each with segments, events,
@@ -358,3 +563,118 @@ def test_the_job_list_counts_and_pages_only_the_users_own_jobs(
         done = queries.list_jobs(session, "alice", state=JobState.SUCCEEDED, offset=5)
         assert (done.items, done.total) == ([], 2)
         assert queries.list_jobs(session, "carol", offset=5).total == 0
+
+
+def _stored_running_job(session: Session, job_id: str, backend: str, created: datetime) -> None:
+    """A job of alice's with its own margin (2 steps + 0.5 s): steps 0-400 committed at 6 s a
+    step (60 s of start-up, load and save) and ended 15 min ago; the next session launched 10 min
+    ago and its heartbeat says step 500."""
+    margin = {"k_steps": 2.0, "safety_seconds": 0.5}
+    spec = job_spec(
+        backend=backend, total_steps=1000, session={"limit_seconds": 3600.0, "margin": margin}
+    )
+    session.add(
+        Job(
+            id=job_id,
+            user_id="alice",
+            name=job_id,
+            backend=backend,
+            state="running",
+            spec=spec,
+            total_steps=1000,
+            steps_done=400,
+            created_at=created,
+            updated_at=created,
+        )
+    )
+    session.flush()
+    timings = {"startup": 30.0, "load": 10.0, "train": 2400.0, "save": 20.0, "step_ema": 6.0}
+    common = {"job_id": job_id, "limit_seconds": 3600.0, "launch_spec": _launch_spec(0.5)}
+    session.add(
+        Segment(
+            index=0,
+            state="succeeded",
+            launch_id=f"{job_id}-0",
+            start_step=0,
+            end_step=400,
+            timings=timings,
+            launched_at=NOW - timedelta(minutes=80),
+            ended_at=NOW - timedelta(minutes=15),
+            **common,
+        )
+    )
+    session.add(
+        Segment(
+            index=1,
+            state="running",
+            launch_id=f"{job_id}-1",
+            start_step=400,
+            progress={"step": 500, "loss": 0.5, "step_seconds": 6.0, "at": NOW.timestamp()},
+            launched_at=NOW - timedelta(minutes=10),
+            **common,
+        )
+    )
+
+
+def test_the_list_and_the_job_show_the_eta_of_the_job_s_own_session_rule_and_its_backend_s_quota(
+    db: Database,
+) -> None:
+    with db.transaction() as session:
+        session.add(User(id="alice", name="alice"))
+        session.flush()
+        _stored_running_job(session, "kaggle-job", "kaggle", NOW)
+        _stored_running_job(session, "local-job", "local", NOW + timedelta(minutes=1))
+    # The Kaggle quota is spent until the refresh in 2 days; local sessions use none.
+    refresh = NOW + timedelta(days=2)
+    quota = QuotaPlan(seconds_left=0, refresh_at=refresh, allowance_seconds=30 * 3600)
+    with db.transaction() as session:
+        listed = queries.list_jobs(session, "alice", now=NOW, kaggle_quota=quota).items
+        shown = {
+            job_id: queries.get_job(session, "alice", job_id, now=NOW, kaggle_quota=quota)
+            for job_id in ("local-job", "kaggle-job")
+        }
+    assert [item.id for item in listed] == ["local-job", "kaggle-job"]
+    for item in listed:
+        job = shown[item.id]
+        assert item.progress == job.progress
+        assert item.eta == job.eta
+        assert job.progress is not None
+        assert (job.progress.segment_index, job.progress.step, job.progress.estimated) == (
+            1,
+            500,
+            False,
+        )
+    # The running session's 2967.5 s left (3600 - 600 elapsed - 20 s to save - the job's margin,
+    # 2 steps + 0.5 s) hold 494 of the 500 steps to go; the last 6 run in one more session after
+    # the 5 min hand-over: 60 s of fixed costs and 36 s of steps.
+    local = shown["local-job"].eta
+    assert local is not None
+    assert (local.finish_at, local.more_sessions, local.quota_waits) == (
+        NOW + timedelta(seconds=2967.5 + 300 + 96),
+        1,
+        0,
+    )
+    assert local.text.startswith("done in 56 min")
+    # The Kaggle job's last session waits for the refresh.
+    on_kaggle = shown["kaggle-job"].eta
+    assert on_kaggle is not None
+    assert (on_kaggle.finish_at, on_kaggle.more_sessions, on_kaggle.quota_waits) == (
+        refresh + timedelta(seconds=96),
+        1,
+        1,
+    )
+    assert "at 30 h/week" in on_kaggle.text
+    # Read without a clock (as the API reads), the ETA counts from the current UTC time; each
+    # segment shows what its session measured.
+    with db.transaction() as session:
+        today = queries.get_job(session, "alice", "local-job").eta
+        measured = queries.list_segments(session, "alice", "local-job")[0].timings
+    assert measured is not None
+    assert (measured.startup, measured.train, measured.save, measured.step_ema) == (
+        30.0,
+        2400.0,
+        20.0,
+        6.0,
+    )
+    assert today is not None
+    assert today.finish_at > datetime.now(UTC)
