@@ -1233,4 +1233,35 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="webhook fairness caps",
         ci=True,
     ),
+    # --- sweep round 2026-11-27 (sweepf): the flat checkpoint layout, and publish's session log --
+    Mutant(
+        # A flat mount's files are staged without the folders above them: a checkpoint two
+        # folders deep (sharded optimizer states) cannot be staged, so the next session fails
+        # instead of resuming from it.
+        "version-layout-mount-staged-without-its-folders",
+        "kaggle",
+        "worker/boundary/version_layout.py",
+        "            (target / path).parent.mkdir(parents=True, exist_ok=True)\n",
+        "            (target / path).parent.mkdir(exist_ok=True)\n",
+        (
+            "tests/worker/boundary/test_version_layout.py::test_a_mounted_version_in_any_layout_"
+            "becomes_the_checkpoint_without_a_copy",
+        ),
+        ci=True,
+    ),
+    Mutant(
+        # Kaggle refusing the session's upload escapes the kernel after its segment committed:
+        # the session ends in a traceback instead of leaving its checkpoint for the orchestrator
+        # with the reason in its log.
+        "kaggle-publish-refusal-escapes-the-session",
+        "kaggle",
+        "worker/kaggle_access/publish.py",
+        "    except (Rejected, KaggleNotFound) as exc:",
+        "    except KaggleNotFound as exc:",
+        (
+            "tests/worker/test_kaggle_session.py::test_a_checkpoint_the_session_cannot_publish_is_"
+            "left_for_the_orchestrator_and_its_log_says_why",
+        ),
+        ci=True,
+    ),
 )

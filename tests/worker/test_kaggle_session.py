@@ -10,6 +10,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import subprocess
 import tarfile
 import tempfile
@@ -48,6 +49,7 @@ from worker.control import Command
 from worker.kaggle_access.chaining import SECRET_LABEL
 from worker.kaggle_access.checkpoints import CheckpointDataset
 from worker.kaggle_access.control import ControlDataset
+from worker.kaggle_access.publish import publish_checkpoint
 from worker.kaggle_session import (
     ensure_kaggle_client,
     find_mounted_checkpoint,
@@ -160,6 +162,7 @@ def test_the_origin_is_the_session_leaders_start_or_the_measured_boot_whichever_
 
 
 SLUG = "baton-ckpt-j1"
+PUBLISH_LOG = "worker.kaggle.publish"
 
 
 def _put(path: Path, *, unpacked: bool = False) -> Path:
@@ -585,20 +588,43 @@ def kaggle_api(
         yield running
 
 
+def _publish_log(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The lines publishing wrote to the session's log (what `baton logs` shows the user)."""
+    return [record.getMessage() for record in caplog.records if record.name == PUBLISH_LOG]
+
+
+def _published_line(line: str, name: str, size: int) -> float:
+    """The seconds the session's "published" line gives, once it names the checkpoint and
+    its bytes."""
+    said = re.fullmatch(rf"published {re.escape(name)} \({size} bytes\) in (\d+\.\d) s", line)
+    assert said is not None, line
+    return float(said.group(1))
+
+
 def test_the_session_publishes_its_own_committed_checkpoint_before_it_ends(
-    kaggle_session: KaggleSession, kaggle_api: Emulator, tmp_path: Path
+    kaggle_session: KaggleSession,
+    kaggle_api: Emulator,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The in-kernel transport: the session uploads its checkpoint as the dataset the
-    orchestrator named, and says so in publish.json, within its limit."""
+    orchestrator named, and says so in publish.json, within its limit, and in its log: what it
+    published, how many bytes, and how long that took."""
     root = kaggle_session("kaggle")
     publish = Publish("alice", "baton-ckpt-job-1-s0")
     options = _options(publish=publish)
-    code = run_kaggle_segment(_segment(make_spec(total_steps=3, limit_seconds=LONG)), options, b"")
+    started = time.time()
+    with caplog.at_level(logging.INFO, PUBLISH_LOG):
+        code = run_kaggle_segment(
+            _segment(make_spec(total_steps=3, limit_seconds=LONG)), options, b""
+        )
     assert code == EXIT_COMMITTED
     paths = SessionPaths(root)
     name = published_name(CheckpointRef("job-1", 0, 3), paths.checkpoint)
     published = Published.read(paths.working / PUBLISH_FILE)
     assert (published.dataset_slug, published.archive) == (publish.dataset, name)
+    [line] = _publish_log(caplog)
+    assert 0 <= _published_line(line, name, published.archive_bytes) < time.time() - started
     # Kaggle processes the upload after the session: the ready version holds the checkpoint's
     # files at its top level, each at its committed size.
     dataset = CheckpointDataset(account_on(kaggle_api), publish.dataset, tmp_path / "staging")
@@ -615,7 +641,10 @@ def test_the_session_publishes_its_own_committed_checkpoint_before_it_ends(
 
 @pytest.mark.parametrize("kaggle_answers", ["500-after-taking-it", "accepted-never-ready"])
 def test_the_session_asks_again_after_a_passing_error_and_never_waits_for_processing(
-    kaggle_session: KaggleSession, kaggle_api: Emulator, kaggle_answers: str
+    kaggle_session: KaggleSession,
+    kaggle_api: Emulator,
+    kaggle_answers: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """An upload Kaggle answers with a 500 (having taken it, kaggle-api #424) is asked about
     again until Kaggle has it; an upload Kaggle accepted is handed over at once, even where
@@ -629,7 +658,10 @@ def test_the_session_asks_again_after_a_passing_error_and_never_waits_for_proces
         kaggle_api.faults.dataset_outcomes = ["BLOBS_RECEIVED"]
     options = _options(publish=Publish("alice", "baton-ckpt-job-1-s0"))
     started = time.time()
-    code = run_kaggle_segment(_segment(make_spec(total_steps=3, limit_seconds=LONG)), options, b"")
+    with caplog.at_level(logging.INFO, PUBLISH_LOG):
+        code = run_kaggle_segment(
+            _segment(make_spec(total_steps=3, limit_seconds=LONG)), options, b""
+        )
     assert code == EXIT_COMMITTED
     paths = SessionPaths(root)
     published = Published.read(paths.working / PUBLISH_FILE)
@@ -638,6 +670,50 @@ def test_the_session_asks_again_after_a_passing_error_and_never_waits_for_proces
     record = kaggle_api.dataset("alice/baton-ckpt-job-1-s0")
     assert record is not None
     assert len(record.versions) == 1  # asked again, never sent twice
+    # The log says why the session asked again, then what it published.
+    *waits, last = _publish_log(caplog)
+    if kaggle_answers == "500-after-taking-it":
+        assert waits[0] == "publishing: CreateDataset: HTTPError 500", waits
+    else:
+        assert waits == []
+    _published_line(last, published.archive, published.archive_bytes)
+
+
+@pytest.mark.parametrize("trouble", ["refused", "no-time-left"])
+def test_a_checkpoint_the_session_cannot_publish_is_left_for_the_orchestrator_and_its_log_says_why(
+    kaggle_session: KaggleSession,
+    kaggle_api: Emulator,
+    caplog: pytest.LogCaptureFixture,
+    trouble: str,
+) -> None:
+    """Whatever stops publishing (Kaggle refusing the account, no time left before the
+    session's deadline), the session ends with its committed checkpoint in its output and no
+    publish.json, so the orchestrator fetches the output (today's path), and its log says why.
+    Nothing is sent once the deadline has passed."""
+    root = kaggle_session("kaggle")
+    code = run_kaggle_segment(
+        _segment(make_spec(total_steps=3, limit_seconds=LONG)), _options(), b""
+    )
+    assert code == EXIT_COMMITTED
+    paths = SessionPaths(root)
+    owner = "mallory" if trouble == "refused" else "alice"  # alice's key, as the Secret
+    deadline = time.time() + LONG
+    if trouble == "no-time-left":
+        deadline = time.time() - 1
+    with caplog.at_level(logging.INFO, PUBLISH_LOG):
+        publish_checkpoint(Publish(owner, "baton-ckpt-job-1-s0"), paths.working, deadline)
+    assert not (paths.working / PUBLISH_FILE).exists()
+    assert verify_checkpoint(paths.checkpoint, CheckpointRef("job-1", 0, 3)).step == 3
+    fetches = "the orchestrator fetches"
+    says = {
+        "refused": [
+            f"publishing stopped: GetDataset: Kaggle refused access (401); {fetches} the checkpoint"
+        ],
+        "no-time-left": [f"the checkpoint was not published in time; {fetches} it"],
+    }
+    assert _publish_log(caplog) == says[trouble]
+    if trouble == "no-time-left":
+        assert kaggle_api.dataset("alice/baton-ckpt-job-1-s0") is None
 
 
 def test_a_self_chained_session_publishes_its_final_checkpoint_for_the_orchestrator(

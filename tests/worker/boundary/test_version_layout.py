@@ -44,6 +44,7 @@ AWKWARD = [
     "archive.tar",
     "table.csv",
     "spaces and é/x y.bin",
+    "shards/rank-0/optim.pt",  # two folders deep
 ]
 
 
@@ -118,7 +119,11 @@ def test_staging_the_upload_writes_none_of_the_checkpoints_bytes(tmp_path: Path)
 def test_a_checkpoint_of_more_files_than_a_version_holds_is_staged_as_one_archive(
     tmp_path: Path,
 ) -> None:
-    """The fallback, and its cost: a second copy of the checkpoint while it is uploaded."""
+    """The fallback, and its cost: a second copy of the checkpoint while it is uploaded. A
+    checkpoint that fits (its manifest and result included) is still published flat."""
+    fits = {f"shard-{index:04d}.bin": b"x" for index in range(MAX_FLAT_FILES - 1)}
+    full = committed_checkpoint(tmp_path / "fits", EXPECT, fits)
+    assert published_name(EXPECT, full) == checkpoint_stem(EXPECT, full)
     shards = {f"shard-{index:04d}.bin": b"x" for index in range(MAX_FLAT_FILES)}
     checkpoint = committed_checkpoint(tmp_path / "ckpt", EXPECT, shards)
     name = published_name(EXPECT, checkpoint)
@@ -149,11 +154,17 @@ def test_a_mounted_version_in_any_layout_becomes_the_checkpoint_without_a_copy(
             with tarfile.open(mount / f"{stem}.tar") as archive:
                 archive.extractall(mount / stem, filter="data")
             (mount / f"{stem}.tar").unlink()
+    if layout == "flat":
+        # A file beside it whose name is not one of a checkpoint's flat names is no part of it.
+        (mount / f"{stem}__a.b").write_bytes(b"stray")
     # The name the orchestrator hands over: the stem now, the archive's name before.
     for name in (stem, f"{stem}.tar"):
         mounted = find_mounted(mount, name)
         assert mounted is not None, name
-        target = tmp_path / f"staged-{layout}-{name}"
+        # Where the kernel stages it: input/checkpoint of a session folder made just before.
+        session = tmp_path / f"session-{layout}-{name}"
+        session.mkdir()
+        target = session / "input" / "checkpoint"
         stage_mounted(mounted, target)
         assert verify_checkpoint(target, EXPECT).step == 30
         if layout != "archive":

@@ -183,6 +183,17 @@ def test_an_archive_not_made_from_this_manifest_fails(alice: KaggleAccount, tmp_
         check_published(dataset, other, checkpoint, EXPECT, tmp_path)
 
 
+def test_a_copy_published_from_another_commit_of_the_same_step_fails(
+    alice: KaggleAccount, tmp_path: Path
+) -> None:
+    """The published name carries the hash of the manifest it was made from: a copy of another
+    commit of the same job, segment and step (a retried session's) is refused by that name."""
+    dataset, published, _ = _publish(alice, tmp_path)
+    other = _checkpoint(tmp_path / "other", [b'{"part": "another commit"}'])
+    with pytest.raises(CorruptCheckpoint, match="not made from this manifest"):
+        check_published(dataset, published, other, EXPECT, tmp_path)
+
+
 def test_where_kaggle_keeps_the_archive_its_exact_size_is_checked(tmp_path: Path) -> None:
     """Where Kaggle keeps the archive instead of unpacking it, its listing of the archive is
     the check: the exact size passes with nothing downloaded, one byte short fails."""
