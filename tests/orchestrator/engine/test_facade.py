@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
+from orchestrator.auth import get_or_create_user
 from orchestrator.backends.base import Backend, Rejected, Transient
 from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.engine.claim import Claims
-from orchestrator.lifecycle import JobState, SegmentState
+from orchestrator.engine.facade import JobNotFound
+from orchestrator.lifecycle import JobState, SegmentState, UserAction
 from orchestrator.models import Event, Job, Segment
 from orchestrator.transitions import StaleState
 from tests.support.clock import ManualClock
@@ -258,3 +260,51 @@ def test_a_bug_while_reconciling_fails_the_job_with_internal_error_and_its_name(
     why = f"internal error ({type(bug).__name__}: {bug})"
     assert (job.state, job.reason) == ("failed", why)
     assert ("internal_error", why) in _events(sqlite_db, job_id)
+
+
+@pytest.mark.parametrize(
+    ("error", "told"),
+    [
+        (Transient("429 Too Many Requests"), "429 Too Many Requests"),
+        (TimeoutError("read timed out"), "TimeoutError: read timed out"),
+    ],
+    ids=["transient", "network-error-let-through"],
+)
+def test_after_an_error_the_backend_is_asked_again_no_sooner_than_its_poll_interval(
+    sqlite_db: Database, tmp_path: Path, error: Exception, told: str
+) -> None:
+    """Kaggle is polled every 30 s or more (its rate limits are unpublished): a first error's
+    backoff (1 to 2 s) never brings the next call sooner. A network error a backend let through
+    is a passing outage too, told by its kind."""
+    clock = ManualClock()
+    backend = FakeBackend(
+        tmp_path / "fake",
+        session_seconds=5,
+        poll_seconds=30,
+        clock=clock.seconds,
+        faults={"status": [error]},
+    )
+    db = sqlite_db
+    engine = Engine(db, SwitchableBackends(backend), tmp_path / "ckpt", clock=clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=10)
+    tick(engine, clock, 100)
+    assert job_and_segments(db, job_id)[0].state == "succeeded"
+    times = [at for name, at in backend.calls if name == "status"]
+    assert times[1] - times[0] >= 30, times
+    assert [m for kind, m in _events(db, job_id) if kind == "backend_busy"] == [told]
+
+
+def test_another_user_can_neither_act_on_nor_move_a_job_and_is_told_it_does_not_exist(
+    sqlite_db: Database, tmp_path: Path
+) -> None:
+    engine, _, clock, _ = _setup(sqlite_db, tmp_path)
+    (job_id,) = submit_jobs(engine, 1, total_steps=30)
+    with sqlite_db.transaction() as session:
+        mallory = get_or_create_user(session, "mallory").id
+    for action in UserAction:
+        with pytest.raises(JobNotFound, match=job_id):
+            engine.act(mallory, job_id, action)
+    with pytest.raises(JobNotFound, match=job_id):
+        engine.move(mallory, job_id, "local", None)
+    tick(engine, clock, 60)
+    assert job_and_segments(sqlite_db, job_id)[0].state == "succeeded"

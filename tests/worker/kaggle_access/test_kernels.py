@@ -24,7 +24,6 @@ from worker.kaggle_access.kernels import (
     KernelShell,
     KernelStatus,
     PushedVersion,
-    phone_reason,
 )
 
 CPU = KernelPush(None, 60, False, True, [], [], [], None)
@@ -45,6 +44,9 @@ for i in range({parts}):
         f.write("x" * i)
 with open("ckpt/model.bin", "wb") as f:
     f.write(b"w" * 1000)
+os.makedirs("ckpt/optimizer/state", exist_ok=True)
+with open("ckpt/optimizer/state/0.bin", "wb") as f:
+    f.write(b"o" * 10)
 print("trained {tag}")
 """
 
@@ -87,17 +89,21 @@ def test_each_version_is_read_by_its_own_label_with_its_whole_output_and_log(
     assert kernel.current_launch() == ("j1-0001", 2)
     assert _settled(kernel, 1) == (KernelStatus.COMPLETE, "")
     assert _settled(kernel, 2) == (KernelStatus.COMPLETE, "")
+    # Without a version (a push whose answer was lost): the latest one's.
+    assert kernel.status(None) == (KernelStatus.COMPLETE, "")
 
-    fetched = kernel.download_output(tmp_path / "v1", 1)
+    staging = tmp_path / "output" / "v1"  # its parent made too, as the backend's first collect
+    fetched = kernel.download_output(staging, 1)
     parts = {f"part-{i:03d}.txt": "x" * i for i in range(PARTS)}
     written = {
-        path.relative_to(tmp_path / "v1").as_posix(): path.read_bytes()
-        for path in (tmp_path / "v1").rglob("*")
+        path.relative_to(staging).as_posix(): path.read_bytes()
+        for path in staging.rglob("*")
         if path.is_file()
     }
     log = written.pop("baton-j1.log").decode()
     assert written == {name: text.encode() for name, text in parts.items()} | {
-        "ckpt/model.bin": b"w" * 1000
+        "ckpt/model.bin": b"w" * 1000,
+        "ckpt/optimizer/state/0.bin": b"o" * 10,
     }
     assert fetched == sum(len(content) for content in written.values())
     assert "trained first" in log
@@ -111,11 +117,15 @@ def test_each_version_is_read_by_its_own_label_with_its_whole_output_and_log(
     fetched = kernel.download_output(tmp_path / "again", 1, skip_parts)
     again = tmp_path / "again"
     kept = sorted(p.relative_to(again).as_posix() for p in again.rglob("*") if p.is_file())
-    assert kept == ["baton-j1.log", "ckpt/model.bin"]
-    assert fetched == 1000
-    assert len(seen) == PARTS + 1
-    assert all(names == set(parts) | {"ckpt/model.bin"} for names in seen)
+    assert kept == ["baton-j1.log", "ckpt/model.bin", "ckpt/optimizer/state/0.bin"]
+    assert fetched == 1010
+    assert len(seen) == PARTS + 2
+    assert all(
+        names == set(parts) | {"ckpt/model.bin", "ckpt/optimizer/state/0.bin"} for names in seen
+    )
 
+    # Into a folder that exists already (the preflight's temporary one).
+    (tmp_path / "v2").mkdir()
     kernel.download_output(tmp_path / "v2", 2)
     assert "trained second" in (tmp_path / "v2" / "baton-j1.log").read_text()
     assert not (tmp_path / "v2" / "part-002.txt").exists()
@@ -170,11 +180,15 @@ def test_an_account_without_phone_verification_is_told_how_to_fix_it_then_the_sl
     kernel = JobKernel(account_on(emulator), "baton-j4")
     with pytest.raises(AccountRefused) as refused:
         kernel.push(_script("j4-0000", "print(1)\n"), T4)
-    assert str(refused.value) == phone_reason(PHONE_REFUSAL)
-    assert str(refused.value).startswith(f"Kaggle refused the push: {PHONE_REFUSAL} An account")
-    assert str(refused.value).endswith(
-        "verify your phone at https://www.kaggle.com/settings, then resume the job"
+    assert str(refused.value) == (
+        f"Kaggle refused the push: {PHONE_REFUSAL} An account without phone verification cannot "
+        "run GPU, TPU or internet-enabled kernels: verify your phone at "
+        "https://www.kaggle.com/settings, then resume the job"
     )
+    # Internet on needs a verified phone too, even for a CPU session (self-chaining needs it).
+    online = KernelPush(None, 60, True, True, [], [], [], None)
+    with pytest.raises(AccountRefused):
+        JobKernel(account_on(emulator), "baton-j5").push(_script("j5-0000", "print(1)\n"), online)
     shell = r"^Kaggle left alice/baton-j4 an empty shell: Notebook not found$"
     with pytest.raises(KernelShell, match=shell):
         kernel.push(_script("j4-0000", "print(1)\n"), CPU)
