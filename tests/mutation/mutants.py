@@ -1264,4 +1264,80 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         ci=True,
     ),
+    # --- sweep round 2026-11-27 (sweepg): the engine's facade, the embedded loop, kernels.py ----
+    Mutant(
+        # `reconcile_job` drives a job another orchestrator holds: two drivers launch, watch
+        # and cancel the same job.
+        "engine-facade-acts-without-the-claim",
+        "engine",
+        "orchestrator/engine/facade.py",
+        "            if claim is None:\n                return  # another worker drives it now\n",
+        "            if False:\n                return  # another worker drives it now\n",
+        ("tests/orchestrator/engine/test_facade.py::test_only_the_claims_holder_acts_on_a_job",),
+        guarantee="no duplicate launch",
+        ci=True,
+    ),
+    Mutant(
+        # A look that went through never resets the count of consecutive transient errors: the
+        # next outage starts at the last one's longest wait.
+        "engine-facade-outage-count-never-resets",
+        "engine",
+        "orchestrator/engine/facade.py",
+        "        self._schedule(job.id, step.delay, transient_errors=0)\n",
+        "        self._schedule(job.id, step.delay)\n",
+        (
+            "tests/orchestrator/engine/test_facade.py::test_an_outage_is_told_once_and_the_next_"
+            "one_waits_from_the_start_again",
+        ),
+        guarantee="error contract",
+        ci=True,
+    ),
+    Mutant(
+        # The embedded loop dies with the first tick that raises: `baton serve` answers on, but
+        # no job is reconciled again until it restarts.
+        "engine-loop-dies-on-a-failed-tick",
+        "engine",
+        "orchestrator/engine/reconcile_loop.py",
+        "            try:\n                self.engine.reconcile_all()\n"
+        "            except Exception:  # the loop must outlive one bad tick; the error is logged\n"
+        '                log.exception("reconcile tick failed")\n',
+        "            self.engine.reconcile_all()\n",
+        (
+            "tests/orchestrator/engine/test_reconcile_loop.py::test_the_loop_ticks_on_start_and_"
+            "at_each_wake_and_outlives_a_failed_tick",
+        ),
+        guarantee="error contract",
+        ci=True,
+    ),
+    Mutant(
+        # Kaggle's phone-verification refusal ("... try again.") taken for a passing one: the
+        # job waits and pushes again every tick instead of telling its owner what to fix.
+        "kaggle-kernels-phone-refusal-deferred",
+        "kaggle",
+        "worker/kaggle_access/kernels.py",
+        "            if _PHONE.search(response.error):\n"
+        "                raise AccountRefused(phone_reason(response.error))\n",
+        "",
+        (
+            "tests/worker/kaggle_access/test_kernels.py::test_an_account_without_phone_"
+            "verification_is_told_how_to_fix_it_then_the_slug_is_a_shell",
+        ),
+        guarantee="Kaggle first contact",
+        ci=True,
+    ),
+    Mutant(
+        # A version's status read without its label: Kaggle answers for the latest version, so
+        # an earlier segment reads as its successor's session.
+        "kaggle-kernels-status-of-the-latest-version",
+        "kaggle",
+        "worker/kaggle_access/kernels.py",
+        "        request.version_label = version_label(version)\n        response = self.account",
+        "        request.version_label = None\n        response = self.account",
+        (
+            "tests/worker/kaggle_access/test_kernels.py::test_a_failed_or_cut_version_reads_as_"
+            "such_with_kaggles_message",
+        ),
+        guarantee="self-chaining",
+        ci=True,
+    ),
 )
