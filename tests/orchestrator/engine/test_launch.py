@@ -483,18 +483,7 @@ def test_a_job_whose_quota_runs_out_continues_locally_from_its_checkpoint(
     on the uninterrupted digest. Its Kaggle session was sized to the quota left."""
     clock = ManualClock()
     kaggle = QuotaSpentAfterOneSession(tmp_path / "kaggle", poll_seconds=1, clock=clock.seconds)
-    local = FakeBackend(tmp_path / "local", poll_seconds=1, clock=clock.seconds)
-    engine = Engine(
-        db,
-        StaticBackends({"kaggle": kaggle, "local": local}),
-        tmp_path / "checkpoints",
-        clock=clock,
-        allow_local_fallback=True,
-    )
-    with db.transaction() as session:
-        owner = get_or_create_user(session, ADMIN_USER).id
-    spec = kaggle_spec({"on_quota_exhausted": "local"}, total_steps=30)
-    job_id = engine.submit(owner, JobSpec.model_validate(spec)).id
+    engine, local, job_id = _kaggle_then_local(db, tmp_path, kaggle, clock)
     tick(engine, clock, 30)
 
     job, segments = job_and_segments(db, job_id)
