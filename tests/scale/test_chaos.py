@@ -34,9 +34,20 @@ from orchestrator.models import Checkpoint, Job, Segment
 from tests.factories import FINISHED, job_spec, kaggle_spec, reference_digest
 from tests.scale.cluster import REPO_ROOT, ScaleRig
 from worker.boundary.paths import LOG_FILE
+from worker.kaggle_access.checkpoints import VISIBLE_WITHIN_SECONDS
 from worker.kaggle_access.kernel_script import launch_id_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# A kill -9 between recording an upload and Kaggle's answer leaves Baton unable to tell whether
+# the create took effect: it waits VISIBLE_WITHIN_SECONDS for it to appear before it sends again,
+# never twice at once (worker/kaggle_access/checkpoints.py). The jobs' wait and the test's limit
+# leave room for that wait once; a run that no kill lands in that window ends in about 2 min.
+FINISH_WITHIN_SECONDS = VISIBLE_WITHIN_SECONDS + 600
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.timeout(FINISH_WITHIN_SECONDS + 600),
+]
 
 KILLS = 24
 REDIS_RESTART_AFTER_KILLS = (8, 16)
@@ -86,7 +97,7 @@ def test_kill_9_and_redis_restarts_lose_and_double_nothing(rig: ScaleRig, tmp_pa
             if kill in REDIS_RESTART_AFTER_KILLS:
                 rig.redis.restart()
 
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + FINISH_WITHIN_SECONDS
         while True:
             with Session(database) as session:
                 jobs = _jobs(session)
