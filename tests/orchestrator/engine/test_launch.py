@@ -5,7 +5,6 @@ checkpoint that verifies). All on the fake backend and a manual clock."""
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,12 +33,15 @@ from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from tests.factories import kaggle_spec
 from tests.support.clock import ManualClock
 from tests.support.engine_runs import fake_engine, final_digest, job_and_segments, submit_jobs, tick
-from tests.support.fake_backend import STATE_FILE, FakeBackend, uninterrupted_digest
+from tests.support.fake_backend import (
+    STATE_FILE,
+    FakeBackend,
+    PublishingFakeBackend,
+    uninterrupted_digest,
+)
 from worker.boundary.contract import CheckpointRef, Timings
 from worker.boundary.errors import Pending
-from worker.boundary.manifest import CorruptCheckpoint, sha256_file
-from worker.boundary.paths import MANIFEST_FILE
-from worker.boundary.transport import RemoteCopy, read_remote, write_stub
+from worker.boundary.manifest import CorruptCheckpoint
 
 
 @pytest.fixture
@@ -444,35 +446,17 @@ def test_a_job_none_of_whose_checkpoints_verifies_fails_never_trained_from_scrat
     assert rejected is not None  # the rotten copy is marked, with why
 
 
-class QuotaSpentAfterOneSession(FakeBackend):
+class QuotaSpentAfterOneSession(PublishingFakeBackend):
     """A Kaggle account with 15 s of quota: one session; then it is spent until the refresh. As on
     Kaggle, a checkpoint stays on the account: the store keeps a stub (its manifest and where
     it lies), and `fetch_checkpoint` brings the files here."""
 
-    name = "kaggle"
     refresh_at = datetime(2026, 11, 5, 9, 0, tzinfo=UTC)
 
     def quota(self) -> Quota | None:
         super().quota()
         seconds_left = 0.0 if self.launches() else 15.0
         return Quota(seconds_left=seconds_left, refresh_at=self.refresh_at)
-
-    def collect(self, handle: str, store: Path) -> Collected:
-        on_kaggle = self.root / "datasets" / store.name
-        collected = super().collect(handle, on_kaggle)
-        manifest = on_kaggle / MANIFEST_FILE
-        copy = RemoteCopy(f"alice/{store.name}", 1, store.name, sha256_file(manifest))
-        write_stub(store, manifest, copy)
-        return replace(collected, checkpoint=store)
-
-    def fetch_checkpoint(self, stored: Path, expect: CheckpointRef) -> int:
-        self._enter("fetch_checkpoint")
-        remote = read_remote(stored)
-        if remote is None:
-            return 0
-        shutil.rmtree(stored)
-        shutil.copytree(self.root / "datasets" / remote.archive, stored)
-        return sum(path.stat().st_size for path in stored.iterdir())
 
 
 def test_a_job_whose_quota_runs_out_continues_locally_from_its_checkpoint(
