@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import platformdirs
-import psutil
 
 from orchestrator.cli.errors import CliError
+from worker.proctime import seconds_after_boot
 
 if TYPE_CHECKING:
     from orchestrator.config import Settings
@@ -31,12 +31,11 @@ def records_dir() -> Path:
 
 def announce(data_dir: Path) -> None:
     """Record this process as a live server of `data_dir` (until it exits)."""
-    me = psutil.Process()
-    record = records_dir() / f"{me.pid}.json"
+    record = records_dir() / f"{os.getpid()}.json"
     with contextlib.suppress(OSError):  # a read-only home: commands then need BATON_DATA_DIR
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(
-            json.dumps({"data_dir": str(data_dir.resolve()), "started": me.create_time()})
+            json.dumps({"data_dir": str(data_dir.resolve()), "started": seconds_after_boot()})
         )
         atexit.register(_forget, record)
 
@@ -51,8 +50,8 @@ def live_data_dirs() -> list[Path]:
     for record in sorted(records_dir().glob("*.json")):
         try:
             data = json.loads(record.read_text())
-            alive = psutil.Process(int(record.stem)).create_time() == data["started"]
-        except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+            alive = seconds_after_boot(int(record.stem)) == data["started"]
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
             alive = False
         if alive:
             found.add(Path(data["data_dir"]))

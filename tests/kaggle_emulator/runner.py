@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator.backends.local import sessions
-from orchestrator.backends.local.supervisor import SessionExit, SessionPlan
+from orchestrator.backends.local.supervisor import SessionExit, SessionPlan, SupervisorPid
 from tests.kaggle_emulator import packages
 from tests.kaggle_emulator.kernel_sessions import KernelSession
 from tests.kaggle_emulator.user_secrets import IMAGE_DIR, VALUES_FILE_ENV, write_values
 from worker.accelerator import EMULATED_ENV
-from worker.boundary.paths import PID_FILE, WORKING_DIR
+from worker.boundary.paths import WORKING_DIR
 
 SCRIPT_NAME = "__script__.py"
 # The container boots (Kaggle's timer already running), then starts the script as a child; the
@@ -131,9 +131,11 @@ class SupervisedRunner:
         supervisor stays a zombie and its Popen warns "subprocess is still running" when
         collected. `cancel_session` on a zombie only polls (and so reaps) it, sending nothing.
         """
+        record = SupervisorPid.read(session.root)
+        if record is None:
+            return True
         try:
-            pid = int((session.root / PID_FILE).read_text())
-            with open(f"/proc/{pid}/stat") as f:
+            with open(f"/proc/{record.pid}/stat") as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except (FileNotFoundError, ValueError, IndexError):
             return True

@@ -33,6 +33,7 @@ from orchestrator.backends.local.supervisor import (
     SupervisorPid,
 )
 from worker.boundary.paths import SessionPaths
+from worker.proctime import seconds_after_boot
 
 # Popen handles of supervisors this process started, kept so that they are reaped on exit.
 _children: dict[int, subprocess.Popen[bytes]] = {}
@@ -86,8 +87,8 @@ def start_session(root: Path, plan: SessionPlan) -> int:
     _children[proc.pid] = proc
     # Written here too (the supervisor writes the same record), so a cancel sent the moment
     # launch returns always finds the supervisor.
-    with contextlib.suppress(psutil.NoSuchProcess):
-        SupervisorPid(proc.pid, psutil.Process(proc.pid).create_time()).write(root)
+    with contextlib.suppress(OSError):  # gone already
+        SupervisorPid(proc.pid, seconds_after_boot(proc.pid)).write(root)
     return proc.pid
 
 
@@ -122,12 +123,11 @@ def _alive(record: SupervisorPid) -> bool:
         del _children[record.pid]
         return False
     try:
-        process = psutil.Process(record.pid)
-        # A different start time means the pid was reused by an unrelated process.
-        if abs(process.create_time() - record.create_time) > 0.05:
+        # A different start means the pid was reused by an unrelated process.
+        if seconds_after_boot(record.pid) != record.started_after_boot:
             return False
-        return process.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return psutil.Process(record.pid).status() != psutil.STATUS_ZOMBIE
+    except (OSError, ValueError, IndexError, psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 
 

@@ -33,6 +33,7 @@ import psutil
 from worker.boundary.contract import write_json_atomic
 from worker.boundary.paths import SessionPaths
 from worker.control import Command
+from worker.proctime import seconds_after_boot
 
 # The launch lock (SessionPaths.launch_lock) is held (flock) from before the supervisor is
 # spawned until its pid file exists: see sessions.py. Its descriptor comes down in this variable.
@@ -68,11 +69,12 @@ class SessionPlan:
 
 @dataclass(frozen=True)
 class SupervisorPid:
-    """supervisor.pid: the supervisor's pid and start time (the start time guards against PID
-    reuse). Written by the supervisor before it starts the session, and by its launcher."""
+    """supervisor.pid: the supervisor's pid and start, in seconds after boot (the start guards
+    against PID reuse, and no clock change moves it). Written by the supervisor before it starts
+    the session, and by its launcher."""
 
     pid: int
-    create_time: float
+    started_after_boot: float
 
     @classmethod
     def read(cls, root: Path) -> SupervisorPid | None:
@@ -238,7 +240,7 @@ def supervise(root: Path, requests: _Requests) -> SessionExit:
 
 def _announce(root: Path) -> None:
     """Write the pid file, then let go of the launch lock the launcher handed down."""
-    SupervisorPid(os.getpid(), psutil.Process().create_time()).write(root)
+    SupervisorPid(os.getpid(), seconds_after_boot()).write(root)
     lock_fd = os.environ.pop(LAUNCH_LOCK_FD_ENV, None)
     if lock_fd is not None:
         with contextlib.suppress(OSError):

@@ -143,7 +143,8 @@ def test_a_failed_or_cut_version_reads_as_such_with_kaggles_message(
         _script("j2-0001", "import time\ntime.sleep(600)\n"),
         KernelPush(None, 1, False, True, [], [], [], None),
     )
-    assert _settled(kernel, cut.version or 0)[0] is KernelStatus.CANCELLED
+    cut_status, cut_message = _settled(kernel, cut.version or 0)
+    assert cut_status is KernelStatus.CANCELLED, cut_message
     # The earlier version still reads as itself, not as the latest one.
     assert kernel.status(failing.version) == (KernelStatus.ERROR, message)
     # A source without a launch id is no launch of Baton's to adopt.

@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from orchestrator.backends.local.sessions import (
@@ -24,6 +23,7 @@ from orchestrator.backends.local.sessions import (
 )
 from orchestrator.backends.local.supervisor import SessionExit, SessionPlan, SupervisorPid
 from worker.boundary.paths import LAUNCH_LOCK_FILE
+from worker.proctime import seconds_after_boot
 
 
 def _start(root: Path, script: str, limit: float = 30.0) -> None:
@@ -83,11 +83,30 @@ def test_the_session_dies_with_its_supervisor(tmp_path: Path) -> None:
     assert session_state(tmp_path) is SessionState.LOST
 
 
+def test_a_live_session_is_known_by_a_start_that_no_clock_change_moves(tmp_path: Path) -> None:
+    """The supervisor is recognised by its start as the kernel counts it from boot. Read by the
+    wall clock (psutil's `create_time`: /proc/stat's boot time, whole seconds, moving with clock
+    adjustments), the start the supervisor wrote and the one read a moment later can differ by
+    a second, and a live session reads as lost."""
+    _start(tmp_path, "exec sleep 30")
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "worker.pid").exists():  # its command runs: the record is written
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    record = SupervisorPid.read(tmp_path)
+    assert record is not None
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    assert 0 < record.started_after_boot <= uptime
+    assert session_state(tmp_path) is SessionState.RUNNING
+    assert cancel_session(tmp_path)
+    assert _wait_finished(tmp_path).cancelled
+
+
 def test_a_pid_file_naming_a_foreign_process_is_not_a_running_session(tmp_path: Path) -> None:
     """After a reboot the pid in supervisor.pid may belong to an unrelated live process."""
     (tmp_path / "working").mkdir()
-    foreign = psutil.Process()  # alive, but started at another moment than the record says
-    SupervisorPid(foreign.pid, foreign.create_time() - 3600).write(tmp_path)
+    # This process: alive, but started at another moment than the record says.
+    SupervisorPid(os.getpid(), seconds_after_boot() - 3600).write(tmp_path)
     assert session_state(tmp_path) is SessionState.LOST
     assert not cancel_session(tmp_path)  # and it is never signalled
 
