@@ -22,6 +22,7 @@ from worker.boundary.planning import (
     ESTIMATE_WINDOW,
     PastSegment,
     learn_estimates,
+    next_checkpoint_bytes,
     publish_seconds,
 )
 from worker.boundary.planning import minimum_session_seconds as _minimum_session_seconds
@@ -83,22 +84,28 @@ def plan_next_segment(
     # A self-chaining segment publishes and pushes before its deadline, and one with the
     # in-kernel transport publishes: keep time for the checkpoint it will write, at the rate
     # earlier segments published at (worker/boundary/planning.py, shared with the kernels).
+    guess = spec.predicted_checkpoint_bytes()
+    size = next_checkpoint_bytes(
+        history,
+        limit_seconds=limit,
+        steps_left=spec.total_steps - (latest.step if latest else 0),
+        earlier=(0, guess) if guess is not None else None,
+    )
     reserve = 0.0
     started: int | None = None  # the size of the checkpoint the segment starts from
     kaggle = spec.kaggle
     if kaggle is not None and (kaggle.self_chain or kaggle.kernel_transport):
-        guess = spec.predicted_checkpoint_bytes()
         sizes = [past.checkpoint_bytes for past in history if past.checkpoint_bytes is not None]
         started = sizes[-1] if sizes else guess
         reserve = publish_seconds(
             history,
             limit_seconds=limit,
-            steps_left=spec.total_steps - (latest.step if latest else 0),
+            size=size,
             reserve_seconds=kaggle.chain_reserve_seconds,
-            earlier=(0, guess) if guess is not None else None,
             keep_reserve=kaggle.self_chain,
         )
-    estimates = replace(learn_estimates(history, upload_floor=reserve), checkpoint_bytes=started)
+    learned = learn_estimates(history, upload_floor=reserve, checkpoint_bytes=size)
+    estimates = replace(learned, checkpoint_bytes=started)
     return SegmentPlan(
         index=next_index,
         start_step=latest.step if latest else 0,

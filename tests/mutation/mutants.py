@@ -205,7 +205,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "planner-forgets-measured-save",
         "planner",
         "worker/boundary/planning.py",
-        "        save_seconds=max(past.save_seconds for past in recent) * ESTIMATE_PADDING,",
+        "        save_seconds=save * ESTIMATE_PADDING,",
         "        save_seconds=None,",
         (
             "tests/orchestrator/test_planner.py",
@@ -230,6 +230,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return math.ceil(size + growth * max(0.0, steps_ahead))",
         "    return size",
         ("tests/orchestrator/test_planner_handoff.py",),
+        guarantee="learned estimates",
+    ),
+    Mutant(
+        "planner-save-ignores-growth",
+        "planner",
+        "worker/boundary/planning.py",
+        "        save = max(save, checkpoint_bytes / min(rates))",
+        "        save = save",
+        ("tests/orchestrator/test_planner.py",),
         guarantee="learned estimates",
     ),
     Mutant(
@@ -666,8 +675,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "worker-proctime-wrong-field",
         "worker",
         "worker/proctime.py",
-        "        start_ticks = int(fields[19])",
-        "        start_ticks = int(fields[20])",
+        '    return int(fields[19]) / os.sysconf("SC_CLK_TCK")',
+        '    return int(fields[20]) / os.sysconf("SC_CLK_TCK")',
         ("tests/worker/test_proctime.py",),
         guarantee="deadline rule",
     ),
@@ -686,8 +695,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "worker-proctime-session-leaders-start",
         "worker",
         "worker/proctime.py",
-        '        stat = (proc / pid / "stat").read_text()',
-        '        stat = (proc / str(os.getsid(0)) / "stat").read_text()',
+        '    stat = (proc / str(pid) / "stat").read_text()',
+        '    stat = (proc / str(os.getsid(0)) / "stat").read_text()',
         (
             "tests/worker/test_proctime.py::test_the_origin_is_this_process_own_start_whatever_"
             "its_session_leader",

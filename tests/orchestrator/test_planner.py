@@ -58,6 +58,24 @@ def test_estimates_take_the_worst_recent_cost_padded() -> None:
     assert learned.step_seconds == 0.2
 
 
+def test_a_growing_checkpoint_keeps_save_time_for_the_size_it_will_reach() -> None:
+    """Two segments saved 100 MB then 200 MB in 1 s and 2 s (100 kB a step, 1,000 steps each):
+    a 600 s session at 0.1 s a step takes up to 6,000 more steps, so its checkpoint reaches
+    800 MB and its save 8 s at the measured rate, padded; not the 2 s the last one took,
+    padded, which would run the commit past the deadline."""
+    history = [
+        PastSegment(1.0, 0.0, 98.0, 100.0, 0.1, checkpoint_bytes=100_000_000, end_step=1000),
+        PastSegment(2.0, 0.0, 98.0, 100.0, 0.1, checkpoint_bytes=200_000_000, end_step=2000),
+    ]
+    spec = JobSpec.model_validate(job_spec(total_steps=100_000, session={"limit_seconds": 600}))
+    plan = plan_next_segment(spec, 2, CheckpointRef("j1", 1, 2000), history)
+    assert plan.estimates.save_seconds == pytest.approx(8.0 * ESTIMATE_PADDING)
+    # A shrinking checkpoint keeps the slowest recent save: it is never predicted to shrink.
+    shrunk = [history[1], replace(history[0], end_step=3000)]
+    plan = plan_next_segment(spec, 2, CheckpointRef("j1", 1, 3000), shrunk)
+    assert plan.estimates.save_seconds == pytest.approx(2.0 * ESTIMATE_PADDING)
+
+
 def test_quota_caps_the_session_limit() -> None:
     assert plan_next_segment(SPEC, 0, None, [], quota_seconds=300).limit_seconds == 300
     assert plan_next_segment(SPEC, 0, None, [], quota_seconds=9000).limit_seconds == 600

@@ -11,10 +11,12 @@ from orchestrator.spec import MIN_SESSION_SECONDS, JobSpec
 from tests.factories import job_spec, kaggle_spec
 from worker.boundary.contract import CheckpointRef, SegmentResult, Timings
 from worker.boundary.planning import (
+    ESTIMATE_PADDING,
     ESTIMATE_WINDOW,
     MAX_RESERVE_SHARE,
     PastSegment,
     learn_estimates,
+    next_checkpoint_bytes,
     publish_seconds,
     successor_spec,
 )
@@ -95,6 +97,26 @@ def test_learned_costs_are_never_below_any_recent_measurement(history: list[Past
     for past in recent:
         if past.session_seconds is not None:
             assert learned.exit_seconds >= past.session_seconds - past.worker_seconds
+
+
+@given(
+    history=st.lists(past_segments, min_size=1, max_size=8),
+    size=st.one_of(st.none(), st.integers(0, 10**11)),
+)
+def test_the_save_kept_covers_the_next_checkpoint_at_the_slowest_recent_save_rate(
+    history: list[PastSegment], size: int | None
+) -> None:
+    """A checkpoint that grows takes longer to write than the smaller one measured before it:
+    the save kept is never less than the next checkpoint's size takes at any recent segment's
+    save rate, padded, nor less than any recent save."""
+    learned = learn_estimates(history, checkpoint_bytes=size)
+    assert learned.save_seconds is not None
+    recent = history[-ESTIMATE_WINDOW:]
+    assert all(learned.save_seconds >= past.save_seconds for past in recent)
+    for past in recent:
+        if size and past.checkpoint_bytes and past.save_seconds > 0:
+            rate = past.checkpoint_bytes / past.save_seconds
+            assert learned.save_seconds >= size / rate * ESTIMATE_PADDING * (1 - 1e-9)
 
 
 @given(spec=specs(), latest=checkpoints, history=histories, quota=quotas)
@@ -190,13 +212,9 @@ def test_publishing_time_covers_the_latest_checkpoint_at_every_recent_rate_and_a
     """Measured: never less than the latest checkpoint takes at the slowest recent rate (the
     checkpoint is predicted never to shrink). Unmeasured: the reserve, never over a third of the
     session."""
+    size = next_checkpoint_bytes(history, limit_seconds=limit, steps_left=steps_left, earlier=guess)
     seconds = publish_seconds(
-        history,
-        limit_seconds=limit,
-        steps_left=steps_left,
-        reserve_seconds=reserve,
-        earlier=guess,
-        keep_reserve=keep,
+        history, limit_seconds=limit, size=size, reserve_seconds=reserve, keep_reserve=keep
     )
     rates = [rate for past in history[-ESTIMATE_WINDOW:] if (rate := past.publish_rate)]
     if not rates:

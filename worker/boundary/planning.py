@@ -119,20 +119,33 @@ def predicted_checkpoint_bytes(
     return math.ceil(size + growth * max(0.0, steps_ahead))
 
 
-def publish_seconds(
+def next_checkpoint_bytes(
     history: Sequence[PastSegment],
     *,
     limit_seconds: float,
     steps_left: int,
-    reserve_seconds: float,
     earlier: tuple[int, int] | None = None,
+) -> int | None:
+    """The size of the checkpoint the next segment commits: predicted_checkpoint_bytes over as
+    many steps as fit its session at the latest step time, or the steps left if fewer."""
+    steps = [past.step_seconds for past in history if past.step_seconds]
+    fit = limit_seconds / steps[-1] if steps else math.inf
+    return predicted_checkpoint_bytes(history, min(float(steps_left), fit), earlier)
+
+
+def publish_seconds(
+    history: Sequence[PastSegment],
+    *,
+    limit_seconds: float,
+    size: int | None,
+    reserve_seconds: float,
     keep_reserve: bool = False,
 ) -> float:
-    """Seconds the next segment keeps for publishing its checkpoint: the bytes it will write
-    (predicted_checkpoint_bytes, over as many steps as fit its session) over the rate earlier
-    segments published at. Until a segment measured that rate, the job's `reserve_seconds`, at
-    most MAX_RESERVE_SHARE of the session; `keep_reserve` keeps it as a floor throughout (a
-    self-chaining segment pushes its successor after publishing).
+    """Seconds the next segment keeps for publishing its checkpoint: the `size` it will write
+    (next_checkpoint_bytes) over the rate earlier segments published at. Until a segment
+    measured that rate, the job's `reserve_seconds`, at most MAX_RESERVE_SHARE of the session;
+    `keep_reserve` keeps it as a floor throughout (a self-chaining segment pushes its successor
+    after publishing).
     """
     reserve = min(reserve_seconds, MAX_RESERVE_SHARE * limit_seconds)
     rate = publish_rate(history)
@@ -141,19 +154,22 @@ def publish_seconds(
         # a measure too: learn_estimates pads them.
         measured = any(past.upload_seconds > 0 for past in history)
         return reserve if keep_reserve or not measured else 0.0
-    steps = [past.step_seconds for past in history if past.step_seconds]
-    fit = limit_seconds / steps[-1] if steps else math.inf
-    size = predicted_checkpoint_bytes(history, min(float(steps_left), fit), earlier) or 0
-    return max(size / rate, reserve if keep_reserve else 0.0)
+    return max((size or 0) / rate, reserve if keep_reserve else 0.0)
 
 
 def learn_estimates(
-    history: Sequence[PastSegment], upload_floor: float = 0.0, exit_floor: float = 0.0
+    history: Sequence[PastSegment],
+    upload_floor: float = 0.0,
+    exit_floor: float = 0.0,
+    checkpoint_bytes: int | None = None,
 ) -> Estimates:
     """The padded worst of the last ESTIMATE_WINDOW segments' costs, and the latest step time.
 
     The floors keep what the history cannot show: the time a self-chaining segment reserves to
-    publish and push, and (inside a kernel, where no one measures it) the exit time.
+    publish and push, and (inside a kernel, where no one measures it) the exit time. Given the
+    size of the checkpoint the next segment will write (`checkpoint_bytes`), the save is kept
+    for that size at the slowest recent save rate too: a checkpoint that grows takes longer to
+    write than the smaller one measured before it.
     """
     recent = list(history)[-ESTIMATE_WINDOW:]
     if not recent:
@@ -164,8 +180,16 @@ def learn_estimates(
         if past.session_seconds is not None
     ]
     steps = [past.step_seconds for past in recent if past.step_seconds is not None]
+    save = max(past.save_seconds for past in recent)
+    rates = [
+        past.checkpoint_bytes / past.save_seconds
+        for past in recent
+        if past.checkpoint_bytes and past.save_seconds > 0
+    ]
+    if checkpoint_bytes and rates:
+        save = max(save, checkpoint_bytes / min(rates))
     return Estimates(
-        save_seconds=max(past.save_seconds for past in recent) * ESTIMATE_PADDING,
+        save_seconds=save * ESTIMATE_PADDING,
         upload_seconds=max(
             max(past.upload_seconds for past in recent) * ESTIMATE_PADDING, upload_floor
         ),
@@ -187,20 +211,25 @@ def successor_spec(
     started = segment.estimates.checkpoint_bytes
     # What this segment was given stays the floor: it stands for the orchestrator's reserve and
     # the earlier segments' measures, which the kernel does not see.
+    size = next_checkpoint_bytes(
+        [measured],
+        limit_seconds=segment.limit_seconds,
+        steps_left=segment.total_steps - result.end_step,
+        earlier=(result.start_step, started) if started is not None else None,
+    )
     floor = max(
         publish_seconds(
-            [measured],
-            limit_seconds=segment.limit_seconds,
-            steps_left=segment.total_steps - result.end_step,
-            reserve_seconds=0.0,
-            earlier=(result.start_step, started) if started is not None else None,
+            [measured], limit_seconds=segment.limit_seconds, size=size, reserve_seconds=0.0
         ),
         segment.estimates.upload_seconds,
     )
-    estimates = replace(
-        learn_estimates([measured], upload_floor=floor, exit_floor=segment.estimates.exit_seconds),
-        checkpoint_bytes=checkpoint_bytes,
+    learned = learn_estimates(
+        [measured],
+        upload_floor=floor,
+        exit_floor=segment.estimates.exit_seconds,
+        checkpoint_bytes=size,
     )
+    estimates = replace(learned, checkpoint_bytes=checkpoint_bytes)
     return replace(
         segment,
         segment_index=segment.segment_index + 1,
