@@ -15,20 +15,20 @@ from orchestrator.backends.base import Rejected, Transient
 from orchestrator.backends.kaggle.control import ControlChannel
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import Emulator, FaultKind, start_emulator
+from tests.kaggle_emulator.clock import ManualClock
 from tests.support.kaggle import account_on
 from worker.control import Command, relay
 from worker.kaggle_access.client import KaggleAccount, KaggleServerError
 from worker.kaggle_access.control import ControlDataset, KaggleControlSource, command_for
 
-# Long enough that the first write certainly meets the first version still processing.
-SLOW_PROCESSING = {"dataset_processing_seconds": 4.0}
+PROCESSING_SECONDS = 4.0
 
 
 def _wait_ready(emulator: Emulator, ref: str) -> None:
     deadline = time.monotonic() + 30
     while True:
         dataset = emulator.dataset(ref)
-        if dataset is not None and dataset.latest_ready(time.time()) is not None:
+        if dataset is not None and dataset.latest_ready(emulator.state.clock.now()) is not None:
             return
         assert time.monotonic() < deadline
         time.sleep(0.1)
@@ -69,25 +69,27 @@ def test_a_written_command_reaches_the_named_segment_only(
 def test_a_write_while_the_first_version_processes_stays_pending_until_it_is_written(
     tmp_path: Path,
 ) -> None:
-    with start_emulator(tmp_path / "kaggle", **(FAST_EMULATOR | SLOW_PROCESSING)) as emulator:
-        _pending_until_written(account_on(emulator), emulator, tmp_path)
-
-
-def _pending_until_written(alice: KaggleAccount, emulator: Emulator, tmp_path: Path) -> None:
-    channel = ControlChannel(alice, "j2", tmp_path)
-    channel.prepare()
-    channel.tell(Command.PAUSE, "j2-0001")  # 403: the first version is still processing
-    assert channel.pending() is not None
-    with pytest.raises(Transient):
-        channel.dataset.send(Command.PAUSE, "j2-0001")
-    channel.tell(Command.CANCEL, "j2-0001")  # a cancel overrides the pause
-    _wait_ready(emulator, "alice/baton-ctl-j2")
-    channel.deliver()
-    assert channel.pending() is None
-    deadline = time.monotonic() + 30
-    while channel.dataset.read("j2-0001") is not Command.CANCEL:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    """The emulator's clock stands still until the test moves it, so the first version is still
+    processing when the command is written, however slow this machine is."""
+    clock = ManualClock()
+    options = FAST_EMULATOR | {"dataset_processing_seconds": PROCESSING_SECONDS, "clock": clock}
+    with start_emulator(tmp_path / "kaggle", **options) as emulator:
+        channel = ControlChannel(account_on(emulator), "j2", tmp_path)
+        channel.prepare()
+        channel.tell(Command.PAUSE, "j2-0001")  # 403: the first version is still processing
+        assert channel.pending() is not None
+        with pytest.raises(Transient):
+            channel.dataset.send(Command.PAUSE, "j2-0001")
+        channel.tell(Command.CANCEL, "j2-0001")  # a cancel overrides the pause
+        clock.advance(PROCESSING_SECONDS)
+        _wait_ready(emulator, "alice/baton-ctl-j2")
+        channel.deliver()
+        assert channel.pending() is None
+        clock.advance(PROCESSING_SECONDS)  # the command's version is processed
+        deadline = time.monotonic() + 30
+        while channel.dataset.read("j2-0001") is not Command.CANCEL:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
 
 
 def test_the_kernel_relays_the_command_to_its_local_file_one_call_per_interval(
