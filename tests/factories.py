@@ -242,9 +242,10 @@ FAST_EMULATOR = {
 
 
 @contextmanager
-def fast_emulator(root: Path) -> Iterator[Emulator]:
-    """An emulator with FAST_EMULATOR timings that must end without an internal error."""
-    with start_emulator(root, **FAST_EMULATOR) as running:
+def fast_emulator(root: Path, **options: Any) -> Iterator[Emulator]:
+    """An emulator with FAST_EMULATOR timings (and `options`) that must end without an internal
+    error."""
+    with start_emulator(root, **(FAST_EMULATOR | options)) as running:
         yield running
         assert running.internal_errors == []
 

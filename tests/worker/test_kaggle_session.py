@@ -14,6 +14,7 @@ import re
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -350,6 +351,7 @@ def kaggle_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KaggleSes
 # test run has been going by then: a session as long as Kaggle's longest keeps every deadline
 # of these tests ahead of them.
 LONG = 12 * 3600.0
+SLOW_UPLOAD = 20_000.0  # bytes a second: the test checkpoint (about 80 kB) takes seconds
 
 
 def _segment(spec: SegmentSpec) -> dict[str, Any]:
@@ -573,13 +575,17 @@ def test_an_image_with_an_older_or_unreadable_kaggle_client_gets_the_pinned_one(
 @pytest.fixture
 @starts_processes  # the Kaggle API emulator
 def kaggle_api(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pip_target: Path
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pip_target: Path,
 ) -> Iterator[Emulator]:
     """The emulator as the kernel's Kaggle, reached by the unmodified production client the way
     the emulator's image points it there (tests/kaggle_emulator/kaggle_image/sitecustomize.py),
     with alice's key attached to the kernel as the BATON_KAGGLE_KEY Secret. (pip is sandboxed:
-    the kernel makes sure of its Kaggle client before it publishes.)"""
-    with fast_emulator(tmp_path / "emulator") as running:
+    the kernel makes sure of its Kaggle client before it publishes.) A test may parametrize it
+    indirectly with more emulator options."""
+    with fast_emulator(tmp_path / "emulator", **getattr(request, "param", {})) as running:
         monkeypatch.setenv("KAGGLE_API_ENVIRONMENT", "TEST")
         monkeypatch.setitem(kaggle_env._env_to_endpoint, kaggle_env.KaggleEnv.TEST, running.url)
         monkeypatch.syspath_prepend(str(IMAGE_DIR))  # kaggle_secrets, as Kaggle's image has it
@@ -599,6 +605,41 @@ def _published_line(line: str, name: str, size: int) -> float:
     said = re.fullmatch(rf"published {re.escape(name)} \({size} bytes\) in (\d+\.\d) s", line)
     assert said is not None, line
     return float(said.group(1))
+
+
+@pytest.mark.parametrize(
+    "kaggle_api", [{"orchestrator_upload_bytes_per_second": SLOW_UPLOAD}], indirect=True
+)
+def test_an_upload_abandoned_at_the_deadline_ends_quietly_with_the_checkpoint_left_in_place(
+    kaggle_session: KaggleSession,
+    kaggle_api: Emulator,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At the deadline the session stops waiting for an upload still running (here Kaggle takes
+    the checkpoint at 20 kB/s) and leaves its committed checkpoint to the orchestrator. The call
+    it abandoned goes on reading its staged files until the session ends, and never fails on a
+    folder removed under it: the session's log says why it stopped, with no traceback."""
+    failures: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", failures.append)
+    root = kaggle_session("kaggle")
+    code = run_kaggle_segment(
+        _segment(make_spec(total_steps=3, limit_seconds=LONG)), _options(), b""
+    )
+    assert code == EXIT_COMMITTED
+    paths = SessionPaths(root)
+    with caplog.at_level(logging.INFO, PUBLISH_LOG):
+        published = publish_checkpoint(
+            Publish("alice", "baton-ckpt-job-1-s0"), paths.working, time.time() + 1.0
+        )
+    assert not published
+    assert _publish_log(caplog) == ["the upload outlasted the session; the orchestrator fetches it"]
+    assert not (paths.working / PUBLISH_FILE).exists()
+    assert verify_checkpoint(paths.checkpoint, CheckpointRef("job-1", 0, 3)).step == 3
+    [call] = [thread for thread in threading.enumerate() if thread.name == "baton-kaggle-call"]
+    call.join(timeout=120)
+    assert not call.is_alive()
+    assert failures == []
 
 
 def test_the_session_publishes_its_own_committed_checkpoint_before_it_ends(

@@ -52,6 +52,7 @@ def publish_checkpoint(publish: Publish, working: Path, deadline: float) -> bool
     staging = Path(tempfile.mkdtemp(prefix="baton-publish-"))
     dataset = CheckpointDataset(account, publish.dataset, staging)
     delay = RETRY_SECONDS
+    abandoned = False
     try:
         while time.time() < deadline:
             try:
@@ -61,6 +62,8 @@ def publish_checkpoint(publish: Publish, working: Path, deadline: float) -> bool
                 )
                 break  # READY already (a retried session whose upload took effect)
             except TooLate:
+                # The call goes on reading the staged links until the session ends.
+                abandoned = True
                 log.warning("the upload outlasted the session; the orchestrator fetches it")
                 return False
             except Transient as exc:
@@ -81,4 +84,5 @@ def publish_checkpoint(publish: Publish, working: Path, deadline: float) -> bool
         log.warning("publishing stopped: %s; the orchestrator fetches the checkpoint", exc)
         return False
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if not abandoned:
+            shutil.rmtree(staging, ignore_errors=True)
