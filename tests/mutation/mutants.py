@@ -432,6 +432,20 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="isolation",
     ),
     Mutant(
+        # The admin token `openssl rand -hex 16` makes (32 characters, the documented minimum)
+        # refused: `baton serve` will not start with it (sweep round 2026-11-28).
+        "auth-admin-token-of-the-minimum-length-refused",
+        "api auth/ownership",
+        "orchestrator/auth.py",
+        "    if len(token) < MIN_ADMIN_TOKEN_CHARS:",
+        "    if len(token) <= MIN_ADMIN_TOKEN_CHARS:",
+        (
+            "tests/orchestrator/test_auth.py::test_an_admin_token_of_32_random_characters_is_"
+            "taken_and_a_weaker_one_is_told_why",
+        ),
+        ci=True,
+    ),
+    Mutant(
         "auth-any-token-matches",
         "api auth/ownership",
         "orchestrator/auth.py",
@@ -587,6 +601,18 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if path.stat().st_size != entry.bytes or sha256_file(path) != entry.sha256:",
         "        if path.stat().st_size != entry.bytes:",
         ("tests/worker/test_checkpoint.py::test_tampered_file_is_rejected",),
+        guarantee="verified handoff",
+        ci=True,
+    ),
+    Mutant(
+        # Files on disk that the manifest does not list (an interrupted write's leftovers)
+        # accepted as part of the commit (sweep round 2026-11-28).
+        "worker-manifest-leftover-files-accepted",
+        "worker",
+        "worker/boundary/manifest.py",
+        "    if on_disk != set(manifest.files):",
+        "    if not set(manifest.files) <= on_disk:",
+        ("tests/worker/test_checkpoint.py::test_extra_leftover_file_is_rejected",),
         guarantee="verified handoff",
         ci=True,
     ),
