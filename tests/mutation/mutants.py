@@ -200,6 +200,21 @@ MUTANTS: tuple[Mutant, ...] = (
         "            pass",
         (f"{JOBS_API}::test_actions_follow_the_lifecycle_and_conflicts_get_409",),
     ),
+    Mutant(
+        # A reason or a segment's error holding NUL or a lone surrogate written as it is: the
+        # database refuses the write of the very failure it reports (sweep round 2026-11-28).
+        "transitions-unstorable-text-written-raw",
+        "transitions",
+        "orchestrator/transitions.py",
+        "    return {key: storable(v) if isinstance(v, str) else v for key, v in fields.items()}",
+        "    return dict(fields)",
+        (
+            "tests/orchestrator/test_transitions.py::"
+            "test_text_the_databases_refuse_is_written_with_a_replacement_character",
+        ),
+        guarantee="error contract",
+        ci=True,
+    ),
     # --- orchestrator/planner.py ---------------------------------------------------------------
     Mutant(
         "planner-forgets-measured-save",
@@ -426,6 +441,20 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="isolation",
     ),
     Mutant(
+        # The admin token `openssl rand -hex 16` makes (32 characters, the documented minimum)
+        # refused: `baton serve` will not start with it (sweep round 2026-11-28).
+        "auth-admin-token-of-the-minimum-length-refused",
+        "api auth/ownership",
+        "orchestrator/auth.py",
+        "    if len(token) < MIN_ADMIN_TOKEN_CHARS:",
+        "    if len(token) <= MIN_ADMIN_TOKEN_CHARS:",
+        (
+            "tests/orchestrator/test_auth.py::test_an_admin_token_of_32_random_characters_is_"
+            "taken_and_a_weaker_one_is_told_why",
+        ),
+        ci=True,
+    ),
+    Mutant(
         "auth-any-token-matches",
         "api auth/ownership",
         "orchestrator/auth.py",
@@ -444,6 +473,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "secret, body.name, expires_at=None)",
         ("tests/orchestrator/api/routes/test_tokens.py::test_an_expired_token_gets_401",),
         guarantee="isolation",
+        ci=True,
+    ),
+    Mutant(
+        # Failed authentications counted for every address together: one client's guesses
+        # lock every user out with 429s (sweep round 2026-11-28).
+        "api-deps-throttle-shared-by-all-addresses",
+        "api auth/ownership",
+        "orchestrator/api/deps.py",
+        "    client = client_address(request)\n",
+        '    client = "any"\n',
+        (
+            "tests/orchestrator/api/ui/test_session.py::"
+            "test_one_address_s_failed_guesses_do_not_lock_out_another",
+        ),
         ci=True,
     ),
     # --- orchestrator/queries.py: the read layer -------------------------------------------------
@@ -567,6 +610,18 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if path.stat().st_size != entry.bytes or sha256_file(path) != entry.sha256:",
         "        if path.stat().st_size != entry.bytes:",
         ("tests/worker/test_checkpoint.py::test_tampered_file_is_rejected",),
+        guarantee="verified handoff",
+        ci=True,
+    ),
+    Mutant(
+        # Files on disk that the manifest does not list (an interrupted write's leftovers)
+        # accepted as part of the commit (sweep round 2026-11-28).
+        "worker-manifest-leftover-files-accepted",
+        "worker",
+        "worker/boundary/manifest.py",
+        "    if on_disk != set(manifest.files):",
+        "    if not set(manifest.files) <= on_disk:",
+        ("tests/worker/test_checkpoint.py::test_extra_leftover_file_is_rejected",),
         guarantee="verified handoff",
         ci=True,
     ),
@@ -1299,6 +1354,35 @@ MUTANTS: tuple[Mutant, ...] = (
             "one_waits_from_the_start_again",
         ),
         guarantee="error contract",
+        ci=True,
+    ),
+    Mutant(
+        # `baton move` of a paused job whose session still runs: the job trains on two backends
+        # at once (sweep round 2026-11-28).
+        "engine-facade-moves-a-job-whose-session-runs",
+        "engine",
+        "orchestrator/engine/facade.py",
+        "or active_segment(session, job_id) is not None:",
+        "or active_segment(session, None) is not None:",
+        (
+            "tests/orchestrator/engine/test_move.py::test_only_a_paused_job_with_no_live_session_is_moved",
+        ),
+        guarantee="changing backend",
+        ci=True,
+    ),
+    Mutant(
+        # A user's resume (or cancel) keeps the backoff the job had: it is acted on only when
+        # that backoff ends, an hour later after a run of backend errors (round 2026-11-28).
+        "engine-facade-action-keeps-the-backoff",
+        "engine",
+        "orchestrator/engine/facade.py",
+        "session, job, decision, JobChanges(next_attempt_at=None), now=self.clock()",
+        "session, job, decision, now=self.clock()",
+        (
+            "tests/orchestrator/engine/test_facade.py::test_an_action_hands_back_the_job_as_it_"
+            "now_is_and_a_resume_is_looked_at_at_once",
+        ),
+        guarantee="pause and cancel",
         ci=True,
     ),
     Mutant(

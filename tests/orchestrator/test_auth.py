@@ -16,6 +16,8 @@ from orchestrator.auth import (
     TOKEN_PREFIX,
     BootstrapToken,
     TokenNotFound,
+    WeakAdminToken,
+    check_admin_token,
     ensure_admin_token,
     get_or_create_user,
     hash_token,
@@ -139,3 +141,11 @@ def test_without_a_configured_token_the_admin_token_file_is_made_once_and_reused
         user = user_for_token(session, first)
         assert user is not None
         assert user.name == ADMIN_USER
+
+
+def test_an_admin_token_of_32_random_characters_is_taken_and_a_weaker_one_is_told_why() -> None:
+    check_admin_token("3f9a0c7e51d2b84e6a17c09f2d5e8b31")  # `openssl rand -hex 16`: 32 characters
+    with pytest.raises(WeakAdminToken, match="has 31 characters; it needs at least 32"):
+        check_admin_token("3f9a0c7e51d2b84e6a17c09f2d5e8b3")
+    with pytest.raises(WeakAdminToken, match="repeats too few characters to be random"):
+        check_admin_token("ab" * 20)

@@ -207,7 +207,41 @@ def test_every_stamp_is_the_engine_s_clock_read_back_as_aware_utc(db: Database) 
     assert [event.created_at for event in _events(db)] == [NOW, later]
 
 
+def test_a_segment_event_is_stamped_by_the_engine_s_clock(db: Database) -> None:
+    # A user reads each event's time beside the job's own stamps, all from the engine's clock.
+    segment = _add_running_segment(db, "j1", 0)
+    with db.transaction() as session:
+        set_segment_state(session, segment, SegmentState.SUCCEEDED, end_step=10, now=NOW)
+    assert [event.created_at for event in _events(db)] == [NOW]
+
+
 def test_a_naive_time_is_refused_rather_than_guessed(db: Database) -> None:
     naive = datetime(2031, 5, 17, 9, 30)
     with pytest.raises(Exception, match="naive datetime"), db.transaction() as session:
         set_job_state(session, "j1", JobState.QUEUED, JobState.RUNNING, event="r", now=naive)
+
+
+def test_text_the_databases_refuse_is_written_with_a_replacement_character(db: Database) -> None:
+    # A backend's error text may hold NUL or a lone surrogate (bytes decoded with
+    # surrogateescape); PostgreSQL refuses both and SQLite the surrogate, which would fail the
+    # write of the very failure it reports.
+    text = "CUDA error\x00 at \udcff step 2"
+    segment = _add_running_segment(db, "j1", 0)
+    with db.transaction() as session:
+        set_job_state(
+            session,
+            "j1",
+            JobState.QUEUED,
+            None,
+            event="x",
+            changes=JobChanges(reason=text),
+            now=NOW,
+        )
+        set_segment_state(session, segment, SegmentState.FAILED, error=text, now=NOW)
+    with db.transaction() as session:
+        job = session.get(Job, "j1")
+        failed = session.get(Segment, segment.id)
+        assert job is not None
+        assert failed is not None
+        stored = (job.reason, failed.error)
+    assert stored == ("CUDA error\ufffd at \ufffd step 2",) * 2

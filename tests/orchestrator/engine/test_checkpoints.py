@@ -251,6 +251,21 @@ def test_a_download_fetches_a_checkpoint_left_on_kaggle_once_every_file_verified
     assert _rejected(db, job_id) == {10: None, 20: None}
 
 
+def test_a_download_fetches_its_own_job_s_checkpoint_whatever_another_job_has_at_that_step(
+    db: Database, tmp_path: Path
+) -> None:
+    """Isolation: another job's checkpoint at the same step (here one rejected as damaged) never
+    stands in for this job's: the download fetches and serves this job's own."""
+    other = _on_kaggle(db, tmp_path / "other", 2)
+    other.damage(1)
+    with pytest.raises(HTTPException):
+        _download(other.engine, other.user_id, other.job_id, 20)
+    run = _on_kaggle(db, tmp_path / "mine", 2)
+    body = _download(run.engine, run.user_id, run.job_id, 20)
+    assert body == (run.kaggle.published(run.job_id, 1) / STATE_FILE).read_bytes()
+    assert _rejected(db, run.job_id) == {10: None, 20: None}
+
+
 def test_a_copy_on_kaggle_that_fails_verification_is_rejected_and_never_resumed_from(
     db: Database, tmp_path: Path
 ) -> None:

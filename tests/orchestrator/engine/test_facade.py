@@ -308,3 +308,40 @@ def test_another_user_can_neither_act_on_nor_move_a_job_and_is_told_it_does_not_
         engine.move(mallory, job_id, "local", None)
     tick(engine, clock, 60)
     assert job_and_segments(sqlite_db, job_id)[0].state == "succeeded"
+
+
+def test_an_action_hands_back_the_job_as_it_now_is_and_a_resume_is_looked_at_at_once(
+    sqlite_db: Database, tmp_path: Path
+) -> None:
+    engine, _, clock, _ = _setup(sqlite_db, tmp_path)
+    (job_id,) = submit_jobs(engine, 1, total_steps=30)
+    user_id = job_and_segments(sqlite_db, job_id)[0].user_id
+    paused = engine.act(user_id, job_id, UserAction.PAUSE)
+    assert isinstance(paused, Job)
+    assert (paused.id, paused.state) == (job_id, "paused")
+    # Paused in the middle of an hour's backoff after a run of backend errors: the user's
+    # resume is acted on at the next look, not when that backoff would have ended.
+    _set(sqlite_db, job_id, next_attempt_at=clock() + timedelta(hours=1))
+    resumed = engine.act(user_id, job_id, UserAction.RESUME)
+    assert isinstance(resumed, Job)
+    assert resumed.state == "queued"
+    assert engine.due_job_ids() == [job_id]
+
+
+def test_a_submit_is_told_as_queued_with_each_warning_at_the_engine_s_time(
+    sqlite_db: Database, tmp_path: Path
+) -> None:
+    engine, _, clock, _ = _setup(sqlite_db, tmp_path)
+    (job_id,) = submit_jobs(
+        engine, 1, backend="kaggle", kaggle={"accelerator": "p100", "quota_reserve_seconds": 0}
+    )
+    with sqlite_db.transaction() as session:
+        rows = session.scalars(select(Event).where(Event.job_id == job_id).order_by(Event.id))
+        told = [(e.kind, e.to_state, e.message, e.created_at) for e in rows]
+    assert [(kind, to_state, at) for kind, to_state, _, at in told] == [
+        ("submitted", "queued", clock()),
+        ("warning", None, clock()),
+    ]
+    assert told[0][2] is None
+    assert told[1][2] is not None
+    assert told[1][2].startswith("P100 was retired on 2026-09-15")

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from orchestrator.backends.registry import StaticBackends
 from orchestrator.db import Database
 from orchestrator.engine import Engine
 from orchestrator.engine.move import moved_spec
-from orchestrator.lifecycle import UserAction
-from orchestrator.models import Checkpoint, Event
+from orchestrator.lifecycle import ActionConflict, UserAction
+from orchestrator.models import Checkpoint, Event, Job
 from orchestrator.spec import JobSpec
 from tests.factories import job_spec
 from tests.support.clock import ManualClock
@@ -121,3 +121,44 @@ def test_a_spec_the_other_backend_refuses_leaves_the_job_where_it_was(
     job, _ = job_and_segments(db, job_id)
     assert (job.state, job.backend, job.spec["backend"]) == ("paused", "local", "local")
     assert _moved_events(db, job_id) == []
+
+
+def test_a_job_moved_to_another_accelerator_on_its_backend_continues_and_says_from_where(
+    db: Database, tmp_path: Path
+) -> None:
+    clock = ManualClock()
+    kaggle = FakeKaggle(tmp_path / "kaggle", poll_seconds=1, clock=clock.seconds)
+    engine = Engine(db, StaticBackends({"kaggle": kaggle}), tmp_path / "checkpoints", clock=clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=20, backend="kaggle", kaggle=T4)
+    _chain_one_segment_then_pause(engine, clock, job_id)
+
+    job, _ = job_and_segments(db, job_id)
+    moved = engine.move(job.user_id, job_id, "kaggle", P100)
+    assert moved.spec["kaggle"]["accelerator"] == "p100"
+    assert _moved_events(db, job_id) == ["moved from kaggle to kaggle; continues from step 10"]
+    engine.act(job.user_id, job_id, UserAction.RESUME)
+    tick(engine, clock, 10)
+    job, segments = job_and_segments(db, job_id)
+    assert job.state == "succeeded", job.reason
+    assert [(s.start_step, s.end_step) for s in segments] == [(0, 10), (10, 20)]
+
+
+def test_only_a_paused_job_with_no_live_session_is_moved(db: Database, tmp_path: Path) -> None:
+    clock = ManualClock()
+    kaggle = FakeKaggle(tmp_path / "kaggle", poll_seconds=1, clock=clock.seconds)
+    local = FakeBackend(tmp_path / "local", poll_seconds=1, clock=clock.seconds)
+    backends = StaticBackends({"kaggle": kaggle, "local": local})
+    engine = Engine(db, backends, tmp_path / "checkpoints", clock=clock)
+    (job_id,) = submit_jobs(engine, 1, total_steps=30, backend="kaggle", kaggle=T4)
+    user_id = job_and_segments(db, job_id)[0].user_id
+    with pytest.raises(ActionConflict, match="job is queued; pause it"):
+        engine.move(user_id, job_id, "local", None)
+    tick(engine, clock, 1)  # its first session runs on Kaggle
+    # Paused while that session still runs (the state the move must wait out): moved now, the
+    # job would train on two backends at once.
+    with db.transaction() as session:
+        session.execute(update(Job).where(Job.id == job_id).values(state="paused"))
+    with pytest.raises(ActionConflict, match="let its session end"):
+        engine.move(user_id, job_id, "local", None)
+    job, segments = job_and_segments(db, job_id)
+    assert (job.backend, segments[-1].state) == ("kaggle", "running")

@@ -104,6 +104,18 @@ def test_failed_authentications_are_throttled_with_retry_after(api: TestClient) 
     assert int(throttled.headers["Retry-After"]) >= 1
 
 
+def test_one_address_s_failed_guesses_do_not_lock_out_another(api: TestClient) -> None:
+    wrong = {"Authorization": "Bearer bt_wrong-guess"}
+    for _ in range(11):
+        api.get("/api/v1/jobs", headers=wrong)
+    assert api.get("/api/v1/jobs", headers=auth()).status_code == 429
+    elsewhere = TestClient(api.app, client=("192.0.2.7", 50000))
+    assert elsewhere.get("/api/v1/jobs", headers=auth()).status_code == 200
+    # A server on a Unix socket knows no client address: its requests are served too.
+    nowhere = TestClient(api.app, client=None, raise_server_exceptions=False)  # type: ignore[arg-type]
+    assert nowhere.get("/api/v1/jobs", headers=auth()).status_code == 200
+
+
 def test_the_throttle_refills_at_its_rate() -> None:
     now = [0.0]
     throttle = FailureThrottle(burst=3, refill_seconds=10.0, clock=lambda: now[0])
