@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,8 +195,10 @@ class SegmentResult:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temp file, fsync, then rename, so readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    """Write JSON to a temp file, fsync, then rename, so readers never see half a file. The temp
+    file is this writer's own: two writers of one file (a supervisor and its launcher both write
+    supervisor.pid) never truncate or rename each other's."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with open(tmp, "w") as f:
         json.dump(data, f, indent=2, sort_keys=True)
         f.flush()
