@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,6 +173,26 @@ def test_a_resumed_session_reads_the_stored_checkpoint_linked_not_copied(tmp_pat
     assert len(backend.plans) == 1
 
 
+def test_a_checkpoint_stored_on_another_filesystem_is_copied_for_the_session(
+    tmp_path: Path,
+) -> None:
+    """No hard link crosses filesystems: the store on another disk than the sessions (here
+    /dev/shm, a tmpfs) still resumes, from a copy."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("needs /dev/shm on a filesystem of its own")
+    with tempfile.TemporaryDirectory(dir=shm) as other_disk:
+        stored = Path(other_disk) / "00000"
+        (stored / "nested").mkdir(parents=True)
+        (stored / "trainer.pt").write_bytes(b"weights")
+        (stored / "nested" / "state.json").write_text("{}")
+        backend = RecordingBackend(tmp_path / "sessions")
+        handle = backend.launch(LaunchRequest("job-1-0001", make_spec(segment_index=1), stored))
+        given = SessionPaths(tmp_path / "sessions" / handle).resume_checkpoint
+        for name in ("trainer.pt", "nested/state.json"):
+            assert (given / name).read_bytes() == (stored / name).read_bytes()
+
+
 def test_a_launch_whose_checkpoint_is_missing_from_the_store_is_refused_and_starts_nothing(
     tmp_path: Path,
 ) -> None:
@@ -212,6 +233,8 @@ def test_what_a_backend_reports_without_a_session(tmp_path: Path) -> None:
     assert backend.slot == Slot(f"local:{socket.gethostname()}", 3)
     assert LocalBackend(tmp_path / "sessions").slot.limit == max(1, os.cpu_count() or 1)
     assert backend.status("never-launched") is SessionStatus.LOST
+    # The engine looks at a local session at the pace the operator configured.
+    assert LocalBackend(tmp_path / "sessions", poll_seconds=3.0).poll_seconds == 3.0
     assert (backend.quota(), backend.queue_reason("job-1-0000")) == (None, None)
 
 
@@ -240,14 +263,16 @@ def test_progress_is_the_sessions_heartbeat_once_it_is_whole(tmp_path: Path) -> 
         (
             "exec sleep 60",
             0.5,
-            f"{STARTUP_LOG} segment 0 of job-1\n{STARTUP_LOG} importing torch\n",
-            "the session hit its time limit during start-up (last: importing torch); "
+            # The last stage comes from a rank, its line prefixed as torchrun prefixes them.
+            f"{STARTUP_LOG} segment 0 of job-1\n{STARTUP_LOG} importing torch\n"
+            f"[rank0]: {STARTUP_LOG} setting up the trainer\n",
+            "the session hit its time limit during start-up (last: setting up the trainer); "
             "its output was dropped",
         ),
         (
             "exec sleep 60",
             0.5,
-            f"{STARTUP_LOG} importing torch\n{READY_LOG}\nstep 1\n",
+            f"{STARTUP_LOG} importing torch\n{STARTUP_LOG} torch 2.5\n{READY_LOG}\nstep 1\n",
             "the session hit its time limit; its output was dropped",
         ),
     ],
