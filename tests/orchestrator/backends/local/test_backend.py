@@ -134,8 +134,9 @@ def test_a_checkpoint_that_is_not_the_one_the_result_names_is_rejected(
 
 
 def test_a_launch_runs_the_worker_under_the_segments_limit_with_the_trainer_paths_first(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PYTHONPATH", "/opt/site-trainers")  # the orchestrator's own, searched last
     first, second = tmp_path / "trainers-a", tmp_path / "trainers-b"
     backend = RecordingBackend(
         tmp_path / "sessions",
@@ -151,7 +152,7 @@ def test_a_launch_runs_the_worker_under_the_segments_limit_with_the_trainer_path
     assert plan.command == ["/opt/py/bin/python", "-m", "worker", "--root", "."]
     assert (plan.limit_seconds, plan.grace_seconds) == (1234.0, 7.0)
     search = plan.env["PYTHONPATH"].split(os.pathsep)
-    assert search[:3] == [str(first), str(second), os.getcwd()]
+    assert search == [str(first), str(second), os.getcwd(), "/opt/site-trainers"]
     assert plan.env["PYTHONUNBUFFERED"] == "1"
     root = tmp_path / "sessions" / handle
     assert SessionPaths(root).segment.read_text() == spec.to_json()
@@ -198,8 +199,9 @@ def test_a_launch_whose_checkpoint_is_missing_from_the_store_is_refused_and_star
 ) -> None:
     backend = RecordingBackend(tmp_path / "sessions")
     missing = LaunchRequest("job-1-0001", make_spec(segment_index=1), tmp_path / "gone")
-    with pytest.raises(Rejected, match="the checkpoint to resume from is missing from the store"):
+    with pytest.raises(Rejected) as refused:
         backend.launch(missing)
+    assert str(refused.value) == "the checkpoint to resume from is missing from the store"
     assert backend.plans == []
 
 
