@@ -1424,6 +1424,17 @@ MUTANTS: tuple[Mutant, ...] = (
         ci=True,
     ),
     Mutant(
+        # The supervisor stays in its launcher's process group: stopping the orchestrator with
+        # its group (Ctrl-C, a service manager) kills every session it started.
+        "local-sessions-supervisor-in-the-launchers-group",
+        "local backend",
+        "orchestrator/backends/local*",
+        "                    start_new_session=True,\n                    pass_fds=(lock_fd,),\n",
+        "                    pass_fds=(lock_fd,),\n",
+        (f"{LOCAL_SESSIONS}::test_a_session_outlives_the_process_group_that_launched_it",),
+        ci=True,
+    ),
+    Mutant(
         # The texts the engine stores are no longer clipped: a backend's long error reaches the
         # database whole.
         "engine-text-clip-keeps-everything",

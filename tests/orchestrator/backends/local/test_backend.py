@@ -27,7 +27,7 @@ from orchestrator.backends.base import (
 )
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.backends.local.sessions import start_session
-from orchestrator.backends.local.supervisor import SessionPlan, SupervisorPid
+from orchestrator.backends.local.supervisor import SessionExit, SessionPlan, SupervisorPid
 from tests.factories import stop_sessions
 from tests.support.marks import starts_processes
 from tests.support.segments import make_spec
@@ -66,6 +66,13 @@ def _finished_session(backend: LocalBackend) -> str:
     handle = backend.launch(LaunchRequest("job-1-0000", make_spec(total_steps=6), None))
     _wait_finished(backend, handle)
     return handle
+
+
+def _assert_timed_by_its_supervisor(collected: Collected, root: Path) -> None:
+    """The session's wall time is what its supervisor measured, from start to end."""
+    ended = SessionExit.read(root)
+    assert ended is not None
+    assert collected.session_seconds == ended.ended_at - ended.started_at
 
 
 def _scripted_session(
@@ -225,8 +232,10 @@ def test_a_launch_id_being_launched_elsewhere_is_not_launched_again_until_that_l
     assert backend.plans == []
     assert backend.find("job-1-0000") is None
     (root / "input" / "left-over").write_text("x")
+    (root / "session.json").write_text("{")  # a plan the dead launcher was writing
     assert backend.launch(LaunchRequest("job-1-0000", make_spec(), None)) == "job-1-0000"
     assert list(SessionPaths(root).input.iterdir()) == []
+    assert not (root / "session.json").exists()
     assert len(backend.plans) == 1
 
 
@@ -288,8 +297,7 @@ def test_a_session_without_a_result_says_why(
     collected = backend.collect("job-1-0000", backend.sessions_dir.parent / "store" / "00000")
     assert collected.problem == reason
     assert (collected.result, collected.manifest, collected.checkpoint) == (None, None, None)
-    assert collected.session_seconds is not None
-    assert collected.session_seconds >= 0
+    _assert_timed_by_its_supervisor(collected, backend.sessions_dir / "job-1-0000")
 
 
 def test_a_cancelled_session_is_killed_and_says_so(backend: LocalBackend) -> None:
@@ -333,4 +341,5 @@ def test_a_segment_that_failed_hands_back_its_result_and_its_reason(
     collected = backend.collect("job-1-0000", backend.sessions_dir.parent / "store" / "00000")
     assert collected.result == result
     assert collected.problem == reason
+    _assert_timed_by_its_supervisor(collected, backend.sessions_dir / "job-1-0000")
     assert (collected.manifest, collected.checkpoint) == (None, None)
