@@ -108,6 +108,9 @@ def test_a_clean_session_is_collected_verified(backend: LocalBackend, tmp_path: 
     assert collected.checkpoint == store
     assert collected.manifest == verify_checkpoint(store)
     assert collected.manifest.step == 6
+    assert collected.result is not None
+    assert collected.result.end_step == 6
+    _assert_timed_by_its_supervisor(collected, backend.sessions_dir / handle)
     # The input's hard links are gone: a pruned checkpoint's blocks are not kept alive by them.
     assert not (backend.sessions_dir / handle / "input").exists()
 
@@ -115,7 +118,12 @@ def test_a_clean_session_is_collected_verified(backend: LocalBackend, tmp_path: 
 def test_a_damaged_session_output_is_rejected(backend: LocalBackend, tmp_path: Path) -> None:
     handle = _finished_session(backend)
     _flip_a_byte(backend.sessions_dir / handle / "working" / CHECKPOINT_DIR)
-    _assert_rejected(backend.collect(handle, tmp_path / "store" / "00000"))
+    collected = backend.collect(handle, tmp_path / "store" / "00000")
+    _assert_rejected(collected)
+    # The session's result and wall time still reach the planner's estimates.
+    assert collected.result is not None
+    assert collected.result.end_step == 6
+    _assert_timed_by_its_supervisor(collected, backend.sessions_dir / handle)
 
 
 def test_a_stored_copy_damaged_before_a_repeated_collect_is_rejected(
