@@ -38,6 +38,8 @@ ORACLE_TESTS = (
 ENGINE_RULES = "tests/orchestrator/test_engine_rules.py"
 JOBS_API = "tests/orchestrator/api/routes/test_jobs.py"
 RUNTIME = "tests/worker/test_runtime.py"
+LOCAL_SESSIONS = "tests/orchestrator/backends/local/test_sessions.py"
+LOCAL_BACKEND = "tests/orchestrator/backends/local/test_backend.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     # --- orchestrator/lifecycle.py: the transition tables and the pure rules ------------------
@@ -1432,5 +1434,148 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         guarantee="self-chaining",
         ci=True,
+    ),
+    # --- Sweep round 2026-11-28 (sweepk): the local backend, its sessions and their supervisor
+    # (run here, not by mutmut: the supervisor runs detached as `python -m`, where mutmut's
+    # trampolines never switch a mutant on; this runner puts its copy on the sessions'
+    # PYTHONPATH), and the engine's clip and active segment.
+    Mutant(
+        # The supervisor never looks at the clock: a session runs past its hard limit until it
+        # ends by itself, as if the orchestrator's backstop were the only limit.
+        "local-supervisor-ignores-the-limit",
+        "local backend",
+        "orchestrator/backends/local*",
+        "    while time.monotonic() < deadline and not requests.cancel:",
+        "    while not requests.cancel:",
+        (f"{LOCAL_SESSIONS}::test_a_session_over_its_limit_is_killed_and_loses_its_output",),
+        ci=True,
+    ),
+    Mutant(
+        # SIGTERM at the limit but no SIGKILL after the grace: a session that ignores SIGTERM
+        # (the worker does until its handler is in place) runs on past its limit.
+        "local-supervisor-no-sigkill-after-the-grace",
+        "local backend",
+        "orchestrator/backends/local*",
+        "                killed = True\n                _signal_group(proc.pid, signal.SIGKILL)\n",
+        "                killed = True\n",
+        (f"{LOCAL_SESSIONS}::test_a_session_over_its_limit_is_killed_and_loses_its_output",),
+        ci=True,
+    ),
+    Mutant(
+        # A session cut at its limit keeps its output (Kaggle's way, which the local backend
+        # does not follow): a half-written working/ would be collected.
+        "local-supervisor-keeps-output-at-the-limit",
+        "local backend",
+        "orchestrator/backends/local*",
+        "    dropped = (timed_out and not plan.keep_output_on_timeout) or requests.cancel",
+        "    dropped = requests.cancel",
+        (f"{LOCAL_SESSIONS}::test_a_session_over_its_limit_is_killed_and_loses_its_output",),
+        ci=True,
+    ),
+    Mutant(
+        # SIGTERM to the supervisor no longer cancels: a cancelled job's session trains on.
+        "local-supervisor-cancel-ignored",
+        "local backend",
+        "orchestrator/backends/local*",
+        "        self.cancel = True",
+        "        self.cancel = False",
+        (
+            f"{LOCAL_SESSIONS}::test_a_cancel_during_start_up_is_not_lost",
+            f"{LOCAL_BACKEND}::test_a_cancelled_session_is_killed_and_says_so",
+        ),
+        guarantee="pause and cancel",
+        ci=True,
+    ),
+    Mutant(
+        # A launch hands the session a limit other than its segment's: the session is cut later
+        # than the planner sized it for (the deadline rule's clock and the hard limit disagree).
+        "local-launch-limit-not-the-segments",
+        "local backend",
+        "orchestrator/backends/local*",
+        "            limit_seconds=spec.limit_seconds,",
+        "            limit_seconds=spec.limit_seconds * 2,",
+        (
+            f"{LOCAL_BACKEND}::test_a_launch_runs_the_worker_under_the_segments_limit_with_the_trainer_"
+            "paths_first",
+        ),
+        ci=True,
+    ),
+    Mutant(
+        # A supervisor still starting (it holds the launch lock, has no pid file yet) counts as
+        # not started: its directory is cleared and the segment launched a second time.
+        "local-sessions-starting-supervisor-not-found",
+        "local backend",
+        "orchestrator/backends/local*",
+        "        if _launch_in_progress(root):\n            return SessionState.RUNNING\n",
+        "",
+        (
+            f"{LOCAL_SESSIONS}::test_a_starting_supervisor_is_found_before_it_has_written_its_pid",
+            f"{LOCAL_BACKEND}::test_a_launch_id_being_launched_elsewhere_is_not_launched_again_until_that_"
+            "launch_died",
+        ),
+        guarantee="no duplicate launch",
+        ci=True,
+    ),
+    Mutant(
+        # The supervisor stays in its launcher's process group: stopping the orchestrator with
+        # its group (Ctrl-C, a service manager) kills every session it started.
+        "local-sessions-supervisor-in-the-launchers-group",
+        "local backend",
+        "orchestrator/backends/local*",
+        "                    start_new_session=True,\n                    pass_fds=(lock_fd,),\n",
+        "                    pass_fds=(lock_fd,),\n",
+        (f"{LOCAL_SESSIONS}::test_a_session_outlives_the_process_group_that_launched_it",),
+        ci=True,
+    ),
+    Mutant(
+        # The texts the engine stores are no longer clipped: a backend's long error reaches the
+        # database whole.
+        "engine-text-clip-keeps-everything",
+        "engine",
+        "orchestrator/engine/text.py",
+        '    return text[: limit - 1] + "\u2026"',
+        "    return text",
+        (
+            "tests/orchestrator/engine/test_text.py",
+            "tests/orchestrator/engine/test_decisions.py",
+        ),
+        ci=True,
+    ),
+    Mutant(
+        # Any segment of the job counts as its running one, an ended one included: a job whose
+        # last segment ended is watched again instead of launching its next.
+        "engine-active-segment-of-any-state",
+        "engine",
+        "orchestrator/engine/segments.py",
+        "            Segment.state.in_([state.value for state in ACTIVE_SEGMENT_STATES]),\n",
+        "",
+        ("tests/orchestrator/engine/test_watch.py",),
+        guarantee="lifecycle",
+        ci=True,
+    ),
+    Mutant(
+        # A phase that says nothing of `again` asks for another phase at once, in the same visit:
+        # a running session is asked its status three times a look (three Kaggle API calls).
+        "engine-revisit-again-by-default",
+        "engine",
+        "orchestrator/engine/revisit.py",
+        "    again: bool = False",
+        "    again: bool = True",
+        (
+            "tests/orchestrator/engine/test_facade.py::test_a_running_session_is_asked_its_status_"
+            "once_a_look_at_the_backends_pace",
+        ),
+        ci=True,
+    ),
+    Mutant(
+        "engine-context-local-fallback-by-default",
+        "engine",
+        "orchestrator/engine/context.py",
+        "    allow_local_fallback: bool = False",
+        "    allow_local_fallback: bool = True",
+        ("tests/orchestrator/engine/test_quota_fallback.py",),
+        equivalent="the facade, the one place a Context is built, always passes the operator's "
+        "setting (`kaggle.on_quota_exhausted: local` needs `allow_local_fallback`), so the "
+        "default is never read",
     ),
 )

@@ -345,3 +345,18 @@ def test_a_submit_is_told_as_queued_with_each_warning_at_the_engine_s_time(
     assert told[0][2] is None
     assert told[1][2] is not None
     assert told[1][2].startswith("P100 was retired on 2026-09-15")
+
+
+def test_a_running_session_is_asked_its_status_once_a_look_at_the_backends_pace(
+    sqlite_db: Database, tmp_path: Path
+) -> None:
+    """Each look at a running job costs one status call (on Kaggle, one API call against its
+    rate limit), and the looks come at the backend's poll interval, never several at once."""
+    engine, backend, clock, _ = _setup(sqlite_db, tmp_path, session_seconds=20)
+    (job_id,) = submit_jobs(engine, 1, total_steps=10)
+    tick(engine, clock, 10)
+    job, _ = job_and_segments(sqlite_db, job_id)
+    assert job.state == "running"
+    times = [at for name, at in backend.calls if name == "status"]
+    assert len(times) >= 5
+    assert all(later - earlier >= 1 for earlier, later in itertools.pairwise(times)), times

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -155,3 +156,31 @@ def test_no_process_of_a_session_outlives_it(tmp_path: Path, new_group: bool) ->
     assert ended.exit_code == 3
     pid = int((tmp_path / "leftover.pid").read_text())
     assert _gone(pid, timeout=2)
+
+
+def test_a_session_outlives_the_process_group_that_launched_it(tmp_path: Path) -> None:
+    """The orchestrator stopped with its whole process group (Ctrl-C in its terminal, a service
+    manager's kill) takes no session with it: the supervisor runs on in a session of its own and
+    the session ends as it would have."""
+    (tmp_path / "working").mkdir()
+    launcher = (
+        "import sys; from pathlib import Path; "
+        "from orchestrator.backends.local.sessions import start_session; "
+        "from orchestrator.backends.local.supervisor import SessionPlan; "
+        "start_session(Path(sys.argv[1]), SessionPlan(['sh', '-c', "
+        "'while [ ! -e go ]; do sleep 0.05; done; touch working/done'], 60, 1.0, {})); "
+        "print('started', flush=True); sys.stdin.read()"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", launcher, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    ) as process:
+        assert process.stdout is not None
+        assert process.stdout.readline() == b"started\n"
+        os.killpg(process.pid, signal.SIGKILL)
+    (tmp_path / "go").touch()
+    ended = _wait_finished(tmp_path, timeout=30)
+    assert (ended.exit_code, ended.output_dropped) == (0, False)
+    assert (tmp_path / "working" / "done").exists()
