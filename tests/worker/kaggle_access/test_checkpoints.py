@@ -152,8 +152,15 @@ def test_a_full_private_storage_fails_publishing_with_the_reason(
         expect = second if first_fits else EXPECT
         assert _publish_for(dataset, later, expect).startswith("waiting")
         clock.now += (PROCESSING_WITHIN_SECONDS if first_fits else VISIBLE_WITHIN_SECONDS) + 1
-        with pytest.raises(Rejected, match="private dataset storage is full"):
+        with pytest.raises(Rejected, match="private dataset storage is full") as refused:
             dataset.ensure_published(expect, later)
+        # The reason the user reads names the checkpoint, the dataset and how long it waited.
+        name = published_name(expect, later)
+        minutes = 60 if first_fits else 10
+        assert str(refused.value).startswith(
+            f"Kaggle accepted {name} for alice/baton-ckpt-j1 {minutes} min ago and has not "
+            "made it READY"
+        )
         record = emulator.dataset("alice/baton-ckpt-j1")
         assert record is not None
         assert len(record.versions) == (2 if first_fits else 1)  # never uploaded twice
