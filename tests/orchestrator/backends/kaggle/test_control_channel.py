@@ -122,6 +122,26 @@ def test_a_channel_kaggle_does_not_make_yet_is_no_error_and_is_made_at_the_next_
     assert len(emulator.calls()) == calls
 
 
+def test_a_command_for_a_channel_not_made_yet_makes_it_and_is_written_at_a_later_poll(
+    alice: KaggleAccount, emulator: Emulator, tmp_path: Path
+) -> None:
+    """A launch that could not make the channel: the first command makes it, stays pending
+    while Kaggle processes it, is written at a later poll, and the channel is then known."""
+    channel = ControlChannel(alice, "j5", tmp_path)
+    channel.tell(Command.CANCEL, "j5-0000")
+    assert emulator.dataset(channel.dataset.ref) is not None
+    assert channel.pending() == Pending(Command.CANCEL, "j5-0000")
+    deadline = time.monotonic() + 30
+    while channel.pending() is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+        channel.deliver()
+    assert _written(channel, "j5-0000") is Command.CANCEL
+    calls = len(emulator.calls())
+    ControlChannel(alice, "j5", tmp_path).prepare()
+    assert len(emulator.calls()) == calls
+
+
 @pytest.mark.parametrize(
     "state",
     [

@@ -28,7 +28,9 @@ print("standalone")
 
 def test_the_self_chaining_code_imports_without_the_orchestrator(tmp_path: Path) -> None:
     with tarfile.open(fileobj=io.BytesIO(code_archive("worker"))) as archive:
+        names = archive.getnames()
         archive.extractall(tmp_path / "code", filter="data")
+    assert len(names) == len(set(names))  # the worker once, though it is also the trainer
     assert not (tmp_path / "code" / "orchestrator").exists()
     done = subprocess.run(
         [sys.executable, "-c", _IMPORT_KERNEL_SIDE, str(tmp_path / "code")],
