@@ -168,6 +168,46 @@ def test_a_full_private_storage_fails_publishing_with_the_reason(
         assert emulator.internal_errors == []
 
 
+def test_a_first_version_found_processing_without_a_record_is_adopted_never_sent_again(
+    tmp_path: Path,
+) -> None:
+    """A create whose answer was lost, and the record of it too (a restored data dir): the
+    job's dataset is there with its first version still processing. Publishing adopts it and
+    waits for it, and never sends the checkpoint again (Kaggle would refuse a new version with
+    403 until then, and it would be a second copy). Processing takes 10 minutes here, so every
+    ask certainly meets it, however slow the machine."""
+    checkpoint = committed_checkpoint(tmp_path / "ckpt")
+    slow = FAST_EMULATOR | {"dataset_processing_seconds": 600.0}
+    with start_emulator(tmp_path / "emulator", **slow) as emulator:
+        alice = account_on(emulator)
+        first = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "staging")
+        with pytest.raises(Pending):
+            first.ensure_published(EXPECT, checkpoint)
+        deadline = time.monotonic() + 30
+        while alice.own_dataset("baton-ckpt-j1") is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        restored = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "restored")
+        with pytest.raises(Transient) as adopted:
+            restored.ensure_published(EXPECT, checkpoint)
+        assert str(adopted.value) == (
+            "alice/baton-ckpt-j1 exists and is processing its first version: adopting it"
+        )
+        name = published_name(EXPECT, checkpoint)
+        for _ in range(3):
+            with pytest.raises(Pending) as waiting:
+                restored.ensure_published(EXPECT, checkpoint)
+            assert (
+                str(waiting.value) == f"{name} was uploaded to alice/baton-ckpt-j1; not READY yet"
+            )
+        assert restored.upload_confirmed(name)
+        record = emulator.dataset("alice/baton-ckpt-j1")
+        assert record is not None
+        assert len(record.versions) == 1
+        assert len(emulator.calls("CreateDataset")) == 1
+        assert emulator.calls("CreateDatasetVersion") == []
+
+
 def test_a_checkpoint_whose_files_span_several_pages_is_found_and_listed_whole(
     emulator: Emulator, alice: KaggleAccount, tmp_path: Path
 ) -> None:
