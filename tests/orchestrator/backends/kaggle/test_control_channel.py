@@ -65,12 +65,14 @@ def test_a_pause_after_a_cancel_not_yet_written_leaves_the_cancel_to_be_written(
 
 
 def test_a_command_kaggle_has_not_taken_is_written_by_a_restarted_orchestrator_once(
-    alice: KaggleAccount, emulator: Emulator, tmp_path: Path
+    alice: KaggleAccount, emulator: Emulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The pending command lives on disk: an orchestrator restarted before Kaggle took it
-    writes it at its first poll, and no later poll writes it again."""
+    writes it at its first poll, and no later poll writes it again. The orchestrator's log
+    says why the command waits, and when it was written."""
     channel = _ready_channel(alice, emulator, "j2", tmp_path)
     _refuse_next_writes(emulator, times=2)
+    caplog.set_level(logging.INFO, logger="orchestrator.backends.kaggle.control")
     channel.tell(Command.PAUSE, "j2-0001")
     channel.deliver()  # a poll while Kaggle still refuses: still pending
     assert channel.pending() == Pending(Command.PAUSE, "j2-0001")
@@ -81,6 +83,13 @@ def test_a_command_kaggle_has_not_taken_is_written_by_a_restarted_orchestrator_o
     restarted.deliver()
     assert restarted.pending() is None
     assert _written(restarted, "j2-0001") is Command.PAUSE
+    ref = "alice/baton-ctl-j2"
+    waiting = f"control channel {ref}: pause not written yet: control channel {ref}: {TRY_AGAIN}"
+    assert [record.getMessage() for record in caplog.records] == [
+        waiting,
+        waiting,
+        "control channel alice/baton-ctl-j2: pause for j2-0001",
+    ]
     calls = len(emulator.calls())
     restarted.deliver()
     restarted.prepare()  # the channel is known to exist: nothing to ask Kaggle
