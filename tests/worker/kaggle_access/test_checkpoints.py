@@ -28,7 +28,12 @@ from worker.boundary.contract import CheckpointRef
 from worker.boundary.errors import Pending
 from worker.boundary.manifest import verify_checkpoint
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
-from worker.boundary.version_layout import published_name, segment_prefix, split_flat
+from worker.boundary.version_layout import (
+    MAX_FLAT_FILES,
+    published_name,
+    segment_prefix,
+    split_flat,
+)
 from worker.kaggle_access.checkpoints import (
     MAX_UPLOADS,
     PROCESSING_WITHIN_SECONDS,
@@ -227,6 +232,30 @@ def test_a_checkpoint_whose_files_span_several_pages_is_found_and_listed_whole(
     assert paths == {*shards, MANIFEST_FILE}
     published = publish_until_settled(dataset, checkpoint)
     assert getattr(published, "version", None) == 1
+
+
+@pytest.mark.parametrize("unpack", [True, False], ids=["kaggle-unpacks", "archive-kept"])
+def test_a_checkpoint_of_more_files_than_a_version_holds_travels_as_one_archive_and_is_found(
+    tmp_path: Path, unpack: bool
+) -> None:
+    """A checkpoint of more files than a flat version may hold is published as one archive,
+    sent once, and found again once READY, whether Kaggle unpacked the archive or kept it;
+    it then reads back whole."""
+    shards = {f"shard-{index:04d}.bin": b"x" for index in range(MAX_FLAT_FILES)}
+    checkpoint = committed_checkpoint(tmp_path / "ckpt", files=shards)
+    name = published_name(EXPECT, checkpoint)
+    assert name.endswith(".tar")
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, unpack_archives=unpack) as emulator:
+        dataset = CheckpointDataset(account_on(emulator), "baton-ckpt-j1", tmp_path / "staging")
+        published = publish_until_settled(dataset, checkpoint, timeout=60)
+        assert published == PublishedCheckpoint(1, name)
+        assert publish_until_settled(dataset, checkpoint) == published  # asked again: found
+        record = emulator.dataset("alice/baton-ckpt-j1")
+        assert record is not None
+        assert len(record.versions) == 1
+        target = tmp_path / "downloaded"
+        dataset.download_segment(1, EXPECT.segment_index, target)
+        assert verify_checkpoint(target / CHECKPOINT_DIR, EXPECT).step == EXPECT.step
 
 
 def _versions(account: KaggleAccount, slug: str) -> list[ApiDatasetVersion]:
