@@ -1371,4 +1371,19 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         ci=True,
     ),
+    Mutant(
+        # The job's dataset found with its first version processing and no record of sending it
+        # (a create whose answer was lost, a restored data dir): sent again instead of adopted.
+        "kaggle-checkpoints-processing-first-version-not-adopted",
+        "kaggle",
+        "worker/kaggle_access/checkpoints.py",
+        "        if first_processing and not uploads:\n",
+        "        if False:\n",
+        (
+            "tests/worker/kaggle_access/test_checkpoints.py::test_a_first_version_found_"
+            "processing_without_a_record_is_adopted_never_sent_again",
+        ),
+        guarantee="Kaggle first contact",
+        ci=True,
+    ),
 )
