@@ -1578,4 +1578,50 @@ MUTANTS: tuple[Mutant, ...] = (
         "setting (`kaggle.on_quota_exhausted: local` needs `allow_local_fallback`), so the "
         "default is never read",
     ),
+    Mutant(
+        # A pause asked after a cancel that Kaggle has not taken yet replaces it: the segment
+        # commits and the job can be resumed instead of ending cancelled.
+        "kaggle-control-pause-overrides-a-pending-cancel",
+        "kaggle",
+        "orchestrator/backends/kaggle/control.py",
+        "        if pending == Pending(Command.CANCEL, launch_id):\n            return\n",
+        "",
+        (
+            "tests/orchestrator/backends/kaggle/test_control_channel.py::test_a_pause_after_a_"
+            "cancel_not_yet_written_leaves_the_cancel_to_be_written",
+        ),
+        guarantee="pause and cancel",
+        ci=True,
+    ),
+    Mutant(
+        # The operator's trainer directories (BATON_TRAINER_PATHS) not searched when the kernel's
+        # code is packed: a trainer submit found cannot be embedded, or a package of the same
+        # name on the orchestrator's own import path travels in its place.
+        "kaggle-packaging-ignores-the-trainer-paths",
+        "kaggle",
+        "orchestrator/backends/kaggle/packaging.py",
+        "    found = PathFinder.find_spec(top, [str(path) for path in search_path]) if search_path "
+        "else None\n",
+        "    found = None\n",
+        (
+            "tests/orchestrator/backends/kaggle/test_packaging.py::test_the_operators_package_is_"
+            "embedded_not_one_of_the_same_name_on_the_import_path",
+        ),
+        ci=True,
+    ),
+    Mutant(
+        # The job's dataset found with its first version processing and no record of sending it
+        # (a create whose answer was lost, a restored data dir): sent again instead of adopted.
+        "kaggle-checkpoints-processing-first-version-not-adopted",
+        "kaggle",
+        "worker/kaggle_access/checkpoints.py",
+        "        if first_processing and not uploads:\n",
+        "        if False:\n",
+        (
+            "tests/worker/kaggle_access/test_checkpoints.py::test_a_first_version_found_"
+            "processing_without_a_record_is_adopted_never_sent_again",
+        ),
+        guarantee="Kaggle first contact",
+        ci=True,
+    ),
 )

@@ -28,7 +28,12 @@ from worker.boundary.contract import CheckpointRef
 from worker.boundary.errors import Pending
 from worker.boundary.manifest import verify_checkpoint
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
-from worker.boundary.version_layout import published_name, segment_prefix, split_flat
+from worker.boundary.version_layout import (
+    MAX_FLAT_FILES,
+    published_name,
+    segment_prefix,
+    split_flat,
+)
 from worker.kaggle_access.checkpoints import (
     MAX_UPLOADS,
     PROCESSING_WITHIN_SECONDS,
@@ -152,13 +157,60 @@ def test_a_full_private_storage_fails_publishing_with_the_reason(
         expect = second if first_fits else EXPECT
         assert _publish_for(dataset, later, expect).startswith("waiting")
         clock.now += (PROCESSING_WITHIN_SECONDS if first_fits else VISIBLE_WITHIN_SECONDS) + 1
-        with pytest.raises(Rejected, match="private dataset storage is full"):
+        with pytest.raises(Rejected, match="private dataset storage is full") as refused:
             dataset.ensure_published(expect, later)
+        # The reason the user reads names the checkpoint, the dataset and how long it waited.
+        name = published_name(expect, later)
+        minutes = 60 if first_fits else 10
+        assert str(refused.value).startswith(
+            f"Kaggle accepted {name} for alice/baton-ckpt-j1 {minutes} min ago and has not "
+            "made it READY"
+        )
         record = emulator.dataset("alice/baton-ckpt-j1")
         assert record is not None
         assert len(record.versions) == (2 if first_fits else 1)  # never uploaded twice
         assert record.versions[-1].stuck is not None
         assert emulator.internal_errors == []
+
+
+def test_a_first_version_found_processing_without_a_record_is_adopted_never_sent_again(
+    tmp_path: Path,
+) -> None:
+    """A create whose answer was lost, and the record of it too (a restored data dir): the
+    job's dataset is there with its first version still processing. Publishing adopts it and
+    waits for it, and never sends the checkpoint again (Kaggle would refuse a new version with
+    403 until then, and it would be a second copy). Processing takes 10 minutes here, so every
+    ask certainly meets it, however slow the machine."""
+    checkpoint = committed_checkpoint(tmp_path / "ckpt")
+    slow = FAST_EMULATOR | {"dataset_processing_seconds": 600.0}
+    with start_emulator(tmp_path / "emulator", **slow) as emulator:
+        alice = account_on(emulator)
+        first = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "staging")
+        with pytest.raises(Pending):
+            first.ensure_published(EXPECT, checkpoint)
+        deadline = time.monotonic() + 30
+        while alice.own_dataset("baton-ckpt-j1") is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        restored = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "restored")
+        with pytest.raises(Transient) as adopted:
+            restored.ensure_published(EXPECT, checkpoint)
+        assert str(adopted.value) == (
+            "alice/baton-ckpt-j1 exists and is processing its first version: adopting it"
+        )
+        name = published_name(EXPECT, checkpoint)
+        for _ in range(3):
+            with pytest.raises(Pending) as waiting:
+                restored.ensure_published(EXPECT, checkpoint)
+            assert (
+                str(waiting.value) == f"{name} was uploaded to alice/baton-ckpt-j1; not READY yet"
+            )
+        assert restored.upload_confirmed(name)
+        record = emulator.dataset("alice/baton-ckpt-j1")
+        assert record is not None
+        assert len(record.versions) == 1
+        assert len(emulator.calls("CreateDataset")) == 1
+        assert emulator.calls("CreateDatasetVersion") == []
 
 
 def test_a_checkpoint_whose_files_span_several_pages_is_found_and_listed_whole(
@@ -180,6 +232,30 @@ def test_a_checkpoint_whose_files_span_several_pages_is_found_and_listed_whole(
     assert paths == {*shards, MANIFEST_FILE}
     published = publish_until_settled(dataset, checkpoint)
     assert getattr(published, "version", None) == 1
+
+
+@pytest.mark.parametrize("unpack", [True, False], ids=["kaggle-unpacks", "archive-kept"])
+def test_a_checkpoint_of_more_files_than_a_version_holds_travels_as_one_archive_and_is_found(
+    tmp_path: Path, unpack: bool
+) -> None:
+    """A checkpoint of more files than a flat version may hold is published as one archive,
+    sent once, and found again once READY, whether Kaggle unpacked the archive or kept it;
+    it then reads back whole."""
+    shards = {f"shard-{index:04d}.bin": b"x" for index in range(MAX_FLAT_FILES)}
+    checkpoint = committed_checkpoint(tmp_path / "ckpt", files=shards)
+    name = published_name(EXPECT, checkpoint)
+    assert name.endswith(".tar")
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, unpack_archives=unpack) as emulator:
+        dataset = CheckpointDataset(account_on(emulator), "baton-ckpt-j1", tmp_path / "staging")
+        published = publish_until_settled(dataset, checkpoint, timeout=60)
+        assert published == PublishedCheckpoint(1, name)
+        assert publish_until_settled(dataset, checkpoint) == published  # asked again: found
+        record = emulator.dataset("alice/baton-ckpt-j1")
+        assert record is not None
+        assert len(record.versions) == 1
+        target = tmp_path / "downloaded"
+        dataset.download_segment(1, EXPECT.segment_index, target)
+        assert verify_checkpoint(target / CHECKPOINT_DIR, EXPECT).step == EXPECT.step
 
 
 def _versions(account: KaggleAccount, slug: str) -> list[ApiDatasetVersion]:
