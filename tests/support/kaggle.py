@@ -64,7 +64,7 @@ def committed_checkpoint(
 def publish_until_settled(
     dataset: CheckpointDataset,
     checkpoint: Path,
-    timeout: float = 30,
+    timeout: float = 120,  # a hang guard: a slow, loaded machine must not fail a test
     expect: CheckpointRef = EXPECT,
     result: Path | None = None,
 ) -> object:

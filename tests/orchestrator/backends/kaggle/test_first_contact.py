@@ -151,9 +151,9 @@ def test_a_create_that_answered_500_is_adopted_never_uploaded_twice(
     # GetDataset still lags: the client's own title check says "already in use".
     emulator.faults.fail_next("GetDataset", FaultKind.NOT_FOUND)
     second = CheckpointDataset(alice, "baton-ckpt-j1", tmp_path / "restored")
-    published = publish_until_settled(second, checkpoint, timeout=60)
+    published = publish_until_settled(second, checkpoint)
     assert getattr(published, "version", None) == 1, published
-    assert getattr(publish_until_settled(first, checkpoint, timeout=60), "version", None) == 1
+    assert getattr(publish_until_settled(first, checkpoint), "version", None) == 1
     # The checkpoint's files, each uploaded once.
     uploaded = emulator.state.blobs.started_names()
     assert len(uploaded) == len(set(uploaded)) == len(list(checkpoint.iterdir()))
