@@ -1,7 +1,8 @@
 """The Kaggle backend's checkpoint datasets against the emulator, through the official client: a
-resumed segment mounts its predecessor's checkpoint pinned, only the newest `keep_versions`
-checkpoint datasets stay on the account, a finished job leaves none, and a stored checkpoint
-whose record is unusable is never pushed."""
+resumed segment mounts its predecessor's checkpoint pinned (where it was published, by the
+orchestrator or by the session itself), only the newest `keep_versions` checkpoint datasets stay
+on the account, a finished job leaves none, and a stored checkpoint whose record is unusable is
+never pushed."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from orchestrator.backends.base import LaunchRequest, Rejected, Transient
 from orchestrator.backends.kaggle.backend import (
     KaggleBackend,
     KaggleHandle,
+    checkpoint_slug,
     dataset_slug,
     kernel_slug,
 )
@@ -23,11 +25,12 @@ from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
-from tests.support.kaggle import account_on, committed_checkpoint
+from tests.support.kaggle import account_on, committed_checkpoint, publish_until_settled
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
-from worker.boundary.manifest import verify_checkpoint, write_manifest
-from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
-from worker.boundary.transport import REMOTE_FILE
+from worker.boundary.manifest import sha256_file, verify_checkpoint, write_manifest
+from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
+from worker.boundary.transport import REMOTE_FILE, RemoteCopy, write_stub
+from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 
 JOB = "j1"
@@ -162,3 +165,33 @@ def test_a_stored_checkpoint_whose_remote_record_is_unusable_is_refused_and_noth
             backend.launch(LaunchRequest(f"{JOB}-00001", segment, store))
         assert emulator.calls("SaveKernel") == []
         assert emulator.calls("CreateDataset") == []
+
+
+def test_a_checkpoint_its_session_published_is_mounted_where_it_lies_never_uploaded_again(
+    tmp_path: Path,
+) -> None:
+    """Segment 0's session published its checkpoint itself; the store holds a stub naming that
+    version. Segment 1 mounts that very version and nothing is uploaded a second time."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2)
+        expect = _expect(0)
+        made = committed_checkpoint(tmp_path / "session" / CHECKPOINT_DIR, expect)
+        slug = checkpoint_slug(JOB, 0)
+        own = CheckpointDataset(backend.account, slug, tmp_path / "session" / "publish")
+        published = publish_until_settled(own, made, expect=expect)
+        assert isinstance(published, PublishedCheckpoint), published
+        manifest = made / MANIFEST_FILE
+        copy = RemoteCopy(
+            f"alice/{slug}", published.version, published.file_name, sha256_file(manifest)
+        )
+        write_stub(tmp_path / "store" / "00000", manifest, copy)
+        uploads = len(emulator.calls("CreateDataset")) + len(emulator.calls("CreateDatasetVersion"))
+        assert uploads == 1
+
+        _resume(backend, tmp_path, 1)
+        [session] = emulator.sessions(f"alice/{kernel_slug(JOB)}")
+        sources = [m.source.as_posix() for m in session.mounts]
+        again = len(emulator.calls("CreateDataset")) + len(emulator.calls("CreateDatasetVersion"))
+    assert any(s.endswith(f"/alice/{slug}/{published.version}") for s in sources), sources
+    assert again == uploads
