@@ -6,8 +6,10 @@ never pushed."""
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
+import re
 import time
 from pathlib import Path
 
@@ -192,6 +194,10 @@ def test_a_checkpoint_its_session_published_is_mounted_where_it_lies_never_uploa
         _resume(backend, tmp_path, 1)
         [session] = emulator.sessions(f"alice/{kernel_slug(JOB)}")
         sources = [m.source.as_posix() for m in session.mounts]
+        told = re.search(r"^OPTIONS = json\.loads\((.+)\)$", session.script, re.MULTILINE)
         again = len(emulator.calls("CreateDataset")) + len(emulator.calls("CreateDatasetVersion"))
     assert any(s.endswith(f"/alice/{slug}/{published.version}") for s in sources), sources
+    # ...and the session is told which checkpoint of that version to read.
+    assert told is not None
+    assert json.loads(ast.literal_eval(told.group(1)))["checkpoint_file"] == published.file_name
     assert again == uploads
