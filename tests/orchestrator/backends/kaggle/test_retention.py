@@ -31,7 +31,14 @@ from tests.support.kaggle import account_on, committed_checkpoint, publish_until
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
 from worker.boundary.manifest import sha256_file, verify_checkpoint, write_manifest
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
-from worker.boundary.transport import REMOTE_FILE, RemoteCopy, write_stub
+from worker.boundary.transport import (
+    KERNEL,
+    PUBLISH_FILE,
+    REMOTE_FILE,
+    Published,
+    RemoteCopy,
+    write_stub,
+)
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 
@@ -41,10 +48,12 @@ STEPS_PER_SEGMENT = 10
 CPU_PUSH = KernelPush(None, 60, False, True, [], [], [], None)
 
 
-def _backend(emulator: Emulator, tmp_path: Path, keep_versions: int) -> KaggleBackend:
+def _backend(
+    emulator: Emulator, tmp_path: Path, keep_versions: int, **kaggle: object
+) -> KaggleBackend:
     # A T4 job on an emulator that withholds the GPU: every session it launches fails at once
     # (the worker's accelerator check), so no test waits on training.
-    kaggle = {"keep_versions": keep_versions, "accelerator": "t4x2"}
+    kaggle |= {"keep_versions": keep_versions, "accelerator": "t4x2"}
     options = KaggleSpec.model_validate(kaggle_spec(kaggle)["kaggle"])
     return KaggleBackend(account_on(emulator), JOB, options, tmp_path / "kaggle" / JOB)
 
@@ -80,22 +89,31 @@ def _checkpoint_datasets(emulator: Emulator) -> list[str]:
     return sorted(s for s in slugs if s.startswith(dataset_slug(JOB)))
 
 
-def _completing_script(tmp_path: Path, segment_index: int) -> str:
-    """A kernel that leaves what the job's last segment leaves: its checkpoint and a result
+def _final_output(made: Path, segment_index: int) -> Path:
+    """What the job's last segment leaves in `made`: its checkpoint (returned) and a result
     saying the job completed."""
-    made = tmp_path / "made"
     expect = _expect(segment_index)
     checkpoint = made / CHECKPOINT_DIR
     checkpoint.mkdir(parents=True)
     (checkpoint / "model.bin").write_bytes(bytes(range(256)) * 16)
+    digest = "f" * 64
     write_manifest(
-        checkpoint, job_id=JOB, segment_index=segment_index, step=expect.step, model_digest="f" * 64
+        checkpoint, job_id=JOB, segment_index=segment_index, step=expect.step, model_digest=digest
     )
     start = expect.step - STEPS_PER_SEGMENT
     result = SegmentResult(
-        JOB, segment_index, "completed", start, expect.step, 60, model_digest="f" * 64
+        JOB, segment_index, "completed", start, expect.step, 60, model_digest=digest
     )
     result.write(made / RESULT_FILE)
+    return checkpoint
+
+
+def _completing_script(tmp_path: Path, segment_index: int) -> str:
+    """A kernel that leaves what `_final_output` made under `tmp_path / "made"` (made now unless
+    made already, with anything added there: a publish.json)."""
+    made = tmp_path / "made"
+    if not (made / RESULT_FILE).exists():
+        _final_output(made, segment_index)
     files = {
         path.relative_to(made).as_posix(): base64.b64encode(path.read_bytes()).decode()
         for path in made.rglob("*")
@@ -201,3 +219,52 @@ def test_a_checkpoint_its_session_published_is_mounted_where_it_lies_never_uploa
     assert told is not None
     assert json.loads(ast.literal_eval(told.group(1)))["checkpoint_file"] == published.file_name
     assert again == uploads
+
+
+def test_a_final_checkpoint_its_session_published_is_fetched_verified_and_its_dataset_deleted(
+    tmp_path: Path,
+) -> None:
+    """The job's last session published its checkpoint itself, to a dataset of its own: collect
+    checks that copy, holds it whole and verified in the store, and deletes that dataset too."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2, enable_internet=True)
+        assert backend.options.kernel_transport
+        expect = _expect(4)
+        checkpoint = _final_output(tmp_path / "made", 4)
+        slug = checkpoint_slug(JOB, 4)
+        own = CheckpointDataset(backend.account, slug, tmp_path / "session" / "publish")
+        result = tmp_path / "made" / RESULT_FILE
+        published = publish_until_settled(own, checkpoint, expect=expect, result=result)
+        assert isinstance(published, PublishedCheckpoint), published
+        size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
+        Published(slug, published.file_name, size, 2.5).write(tmp_path / "made" / PUBLISH_FILE)
+        kernel = JobKernel(backend.account, kernel_slug(JOB))
+        pushed = kernel.push(_completing_script(tmp_path, 4), CPU_PUSH)
+        deadline = time.monotonic() + 30
+        while emulator.sessions(kernel.ref)[-1].status is not WorkerStatus.COMPLETE:
+            assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
+            time.sleep(0.05)
+        assert _checkpoint_datasets(emulator) == [slug]
+
+        handle = KaggleHandle(kernel.ref, 4, pushed.version, JOB, 60.0, 40).encode()
+        store = tmp_path / "store" / "00004"
+        deadline = time.monotonic() + 30
+        while True:  # asked again on every Transient, as the engine does
+            try:
+                collected = backend.collect(handle, store)
+                break
+            except Transient:
+                assert time.monotonic() < deadline, "never collected"
+                time.sleep(0.1)
+        left = _checkpoint_datasets(emulator)
+        assert emulator.internal_errors == []
+    assert collected.problem is None, collected.problem
+    assert collected.result is not None
+    assert collected.result.outcome == Outcome.COMPLETED
+    assert collected.transport == KERNEL
+    assert collected.result.timings.upload == 2.5  # the session's publishing counts as upload
+    assert collected.checkpoint == store
+    assert not (store / REMOTE_FILE).exists()  # held here, not a stub
+    assert verify_checkpoint(store, expect).step == 50
+    assert left == []
