@@ -1624,4 +1624,36 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="Kaggle first contact",
         ci=True,
     ),
+    # --- sweep round 2026-11-28 (sweepn): the Kaggle backend's own module -----------------------
+    Mutant(
+        # An accepted push after a refused one is not recorded: two GetKernel 500s then take the
+        # slug for a shell, `find` answers that nothing runs, and the segment is pushed again.
+        "kaggle-backend-accepted-push-forgotten",
+        "kaggle",
+        "orchestrator/backends/kaggle/backend.py",
+        "self.kernel_record.pushed(accepted=True)",
+        "self.kernel_record.pushed(accepted=False)",
+        (
+            "tests/orchestrator/backends/kaggle/test_first_contact.py::test_a_slug_that_took_a_"
+            "push_after_a_refused_one_is_never_taken_for_a_shell",
+        ),
+        guarantee="no duplicate launch",
+        ci=True,
+    ),
+    Mutant(
+        # A finished job's datasets are left on Kaggle: its checkpoints fill the account's
+        # private storage after it is done.
+        "kaggle-backend-finished-job-keeps-its-datasets",
+        "kaggle",
+        "orchestrator/backends/kaggle/backend.py",
+        "                fetched += held\n"
+        "                self._release_finished_job(final_dataset)\n",
+        "                fetched += held\n",
+        (
+            "tests/orchestrator/backends/kaggle/test_retention.py::test_a_job_keeps_its_newest_"
+            "checkpoint_datasets_and_once_finished_none",
+        ),
+        guarantee="retention when done",
+        ci=True,
+    ),
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -211,6 +212,33 @@ def test_the_quota_reserve_is_kept_back_from_what_segments_are_sized_to(
     quota = _backend(alice, tmp_path, quota_reserve_seconds=reserve).quota()
     assert quota is not None
     assert quota.seconds_left == 30 * 3600 - reserve
+
+
+def test_the_quota_left_is_the_allowance_less_what_sessions_used_and_still_reserve(
+    tmp_path: Path,
+) -> None:
+    """A T4 session ten minutes into its hour has used 10 minutes and still reserves 50: a GPU job
+    is left 30 h less that hour. A TPU job reads the TPU's own 20 h, which no GPU session
+    touches. Both wait for the weekly refresh."""
+    clock = ManualClock()
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, clock=clock) as emulator:
+        account = account_on(emulator)
+        notebook = JobKernel(account, "own-gpu-notebook")
+        notebook.push(SLEEP, KernelPush("NvidiaTeslaT4", 3600, False, True, [], [], [], None))
+        clock.advance(1)  # past the queue time, on the emulator's clock
+        _wait_status(emulator, notebook.ref, 1, {WorkerStatus.RUNNING})
+        clock.advance(600)
+        now = clock.now()
+        gpu = _backend(account, tmp_path, clock).quota()
+        tpu = _backend(account, tmp_path / "tpu", clock, accelerator="tpu").quota()
+    assert gpu is not None
+    assert gpu.seconds_left == 30 * 3600 - 3600
+    # ...until the weekly refresh, a moment in UTC still ahead, when a waiting job wakes.
+    assert gpu.refresh_at is not None
+    assert gpu.refresh_at.utcoffset() == timedelta(0)
+    assert gpu.refresh_at.timestamp() > now
+    assert tpu is not None
+    assert tpu.seconds_left == 20 * 3600
 
 
 def test_an_earlier_segment_is_found_at_its_own_version_while_a_later_one_runs(

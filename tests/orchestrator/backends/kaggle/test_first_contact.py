@@ -74,6 +74,43 @@ def test_a_refused_first_push_leaves_a_shell_and_the_job_goes_on_under_a_fresh_s
         assert emulator.push_counts[fresh] == 1
 
 
+def test_a_slug_that_took_a_push_after_a_refused_one_is_never_taken_for_a_shell(
+    tmp_path: Path,
+) -> None:
+    """The job's first push is deferred (the user's own notebooks hold both GPU slots), its next
+    one is accepted: GetKernel answering 500 afterwards is a passing outage, never a shell, so the
+    segment that runs is found once Kaggle answers and is never pushed again."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        alice = account_on(emulator)
+        own = [JobKernel(alice, f"own-notebook-{n}") for n in (1, 2)]
+        for kernel in own:
+            kernel.push("import time\ntime.sleep(1)\n", T4)
+        backend = _backend(alice, tmp_path)
+        segment = SegmentSpec(JOB, 0, "trainers.tiny_lm:TinyCharLM", {}, 10, 10)
+        request = LaunchRequest(f"{JOB}-0000", segment, None)
+        with pytest.raises(Transient, match="GPU session"):
+            backend.launch(request)
+        for kernel in own:
+            _wait(emulator, kernel.ref, {WorkerStatus.COMPLETE})
+        launched = KaggleHandle.decode(backend.launch(request))
+
+        emulator.faults.fail_next("GetKernel", FaultKind.SERVER_ERROR, times=3)
+        answers: list[str | None] = []
+        for _ in range(4):
+            try:
+                answers.append(backend.find(request.launch_id))
+            except Transient:
+                answers.append("outage")
+        ref = f"alice/{kernel_slug(JOB)}"
+        assert emulator.push_counts[ref] == 1
+    assert answers[:3] == ["outage"] * 3
+    found = answers[3]
+    assert found is not None
+    assert KaggleHandle.decode(found).kernel == launched.kernel == ref
+    assert KaggleHandle.decode(found).version == launched.version
+
+
 @pytest.mark.parametrize("keeps_output", [True, False], ids=["kaggle", "old-emulator"])
 def test_a_cut_sessions_committed_checkpoint_is_collected(
     tmp_path: Path, keeps_output: bool

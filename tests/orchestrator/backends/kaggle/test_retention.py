@@ -1,0 +1,270 @@
+"""The Kaggle backend's checkpoint datasets against the emulator, through the official client: a
+resumed segment mounts its predecessor's checkpoint pinned (where it was published, by the
+orchestrator or by the session itself), only the newest `keep_versions` checkpoint datasets stay
+on the account, a finished job leaves none, and a stored checkpoint whose record is unusable is
+never pushed."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.backends.base import LaunchRequest, Rejected, Transient
+from orchestrator.backends.kaggle.backend import (
+    KaggleBackend,
+    KaggleHandle,
+    checkpoint_slug,
+    dataset_slug,
+    kernel_slug,
+)
+from orchestrator.spec import KaggleSpec
+from tests.factories import FAST_EMULATOR, kaggle_spec
+from tests.kaggle_emulator import Emulator, start_emulator
+from tests.kaggle_emulator.kernel_sessions import WorkerStatus
+from tests.support.kaggle import account_on, committed_checkpoint, publish_until_settled
+from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
+from worker.boundary.manifest import sha256_file, verify_checkpoint, write_manifest
+from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
+from worker.boundary.transport import (
+    KERNEL,
+    PUBLISH_FILE,
+    REMOTE_FILE,
+    Published,
+    RemoteCopy,
+    write_stub,
+)
+from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
+from worker.kaggle_access.kernels import JobKernel, KernelPush
+
+JOB = "j1"
+TRAINER = "trainers.tiny_lm:TinyCharLM"
+STEPS_PER_SEGMENT = 10
+CPU_PUSH = KernelPush(None, 60, False, True, [], [], [], None)
+
+
+def _backend(
+    emulator: Emulator, tmp_path: Path, keep_versions: int, **kaggle: object
+) -> KaggleBackend:
+    # A T4 job on an emulator that withholds the GPU: every session it launches fails at once
+    # (the worker's accelerator check), so no test waits on training.
+    kaggle |= {"keep_versions": keep_versions, "accelerator": "t4x2"}
+    options = KaggleSpec.model_validate(kaggle_spec(kaggle)["kaggle"])
+    return KaggleBackend(account_on(emulator), JOB, options, tmp_path / "kaggle" / JOB)
+
+
+def _expect(segment_index: int) -> CheckpointRef:
+    return CheckpointRef(JOB, segment_index, (segment_index + 1) * STEPS_PER_SEGMENT)
+
+
+def _resume(backend: KaggleBackend, tmp_path: Path, segment_index: int) -> None:
+    """Launch `segment_index` from its predecessor's stored checkpoint as the engine does: ask
+    again on every Transient (a dataset still processing, the session cap) until it is pushed."""
+    expect = _expect(segment_index - 1)
+    store = tmp_path / "store" / f"{expect.segment_index:05d}"
+    if not store.exists():
+        committed_checkpoint(store, expect, {"model.bin": bytes([segment_index]) * 4096})
+    segment = SegmentSpec(
+        JOB, segment_index, TRAINER, {}, 100, 60.0, resume_path="input", expect=expect
+    )
+    request = LaunchRequest(f"{JOB}-{segment_index:05d}", segment, store)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            backend.launch(request)
+            return
+        except Transient:
+            assert time.monotonic() < deadline, f"segment {segment_index} was never pushed"
+            time.sleep(0.1)
+
+
+def _checkpoint_datasets(emulator: Emulator) -> list[str]:
+    with emulator.state.lock:
+        slugs = [d.slug for d in emulator.state.datasets.all()]
+    return sorted(s for s in slugs if s.startswith(dataset_slug(JOB)))
+
+
+def _final_output(made: Path, segment_index: int) -> Path:
+    """What the job's last segment leaves in `made`: its checkpoint (returned) and a result
+    saying the job completed."""
+    expect = _expect(segment_index)
+    checkpoint = made / CHECKPOINT_DIR
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "model.bin").write_bytes(bytes(range(256)) * 16)
+    digest = "f" * 64
+    write_manifest(
+        checkpoint, job_id=JOB, segment_index=segment_index, step=expect.step, model_digest=digest
+    )
+    start = expect.step - STEPS_PER_SEGMENT
+    result = SegmentResult(
+        JOB, segment_index, "completed", start, expect.step, 60, model_digest=digest
+    )
+    result.write(made / RESULT_FILE)
+    return checkpoint
+
+
+def _completing_script(tmp_path: Path, segment_index: int) -> str:
+    """A kernel that leaves what `_final_output` made under `tmp_path / "made"` (made now unless
+    made already, with anything added there: a publish.json)."""
+    made = tmp_path / "made"
+    if not (made / RESULT_FILE).exists():
+        _final_output(made, segment_index)
+    files = {
+        path.relative_to(made).as_posix(): base64.b64encode(path.read_bytes()).decode()
+        for path in made.rglob("*")
+        if path.is_file()
+    }
+    return (
+        "import base64, json, pathlib\n"
+        f"for name, data in json.loads({json.dumps(json.dumps(files))}).items():\n"
+        "    path = pathlib.Path(name)\n"
+        "    path.parent.mkdir(parents=True, exist_ok=True)\n"
+        "    path.write_bytes(base64.b64decode(data))\n"
+    )
+
+
+def test_a_job_keeps_its_newest_checkpoint_datasets_and_once_finished_none(
+    tmp_path: Path,
+) -> None:
+    """Segments 1 to 3 each resume from their predecessor's checkpoint, published to a dataset of
+    its own and mounted at the version published; with `keep_versions: 2` the oldest is deleted
+    as the third is mounted. The last segment completes: its checkpoint is stored, verified, and
+    the job leaves no dataset on the account."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2)
+        held: list[list[str]] = []
+        for segment_index in (1, 2, 3):
+            _resume(backend, tmp_path, segment_index)
+            held.append(_checkpoint_datasets(emulator))
+        kernel = JobKernel(backend.account, kernel_slug(JOB))
+        mounted = [[m.source.as_posix() for m in s.mounts] for s in emulator.sessions(kernel.ref)]
+        assert emulator.push_counts == {kernel.ref: 3}
+
+        pushed = kernel.push(_completing_script(tmp_path, 4), CPU_PUSH)
+        deadline = time.monotonic() + 30
+        while emulator.sessions(kernel.ref)[-1].status is not WorkerStatus.COMPLETE:
+            assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
+            time.sleep(0.05)
+        handle = KaggleHandle(kernel.ref, 4, pushed.version, JOB, 60.0, 40).encode()
+        store = tmp_path / "store" / "00004"
+        collected = backend.collect(handle, store)
+        left = _checkpoint_datasets(emulator)
+        assert emulator.internal_errors == []
+
+    slug = dataset_slug(JOB)
+    assert held == [[f"{slug}-s0"], [f"{slug}-s0", f"{slug}-s1"], [f"{slug}-s1", f"{slug}-s2"]]
+    for index, sources in enumerate(mounted):
+        assert any(s.endswith(f"/alice/{slug}-s{index}/1") for s in sources), sources
+    assert collected.problem is None
+    assert collected.result is not None
+    assert (collected.result.outcome, collected.result.end_step) == (Outcome.COMPLETED, 50)
+    assert collected.checkpoint == store
+    assert verify_checkpoint(store, _expect(4)).step == 50
+    assert left == []
+
+
+def test_a_stored_checkpoint_whose_remote_record_is_unusable_is_refused_and_nothing_is_pushed(
+    tmp_path: Path,
+) -> None:
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2)
+        store = committed_checkpoint(tmp_path / "store" / "00000", _expect(0))
+        (store / REMOTE_FILE).write_text('{"dataset_ref": "alice/baton-ckpt-j1"}')
+        segment = SegmentSpec(
+            JOB, 1, TRAINER, {}, 100, 60.0, resume_path="input", expect=_expect(0)
+        )
+        with pytest.raises(
+            Rejected, match=f"the stored checkpoint's record is unusable.*{REMOTE_FILE}"
+        ):
+            backend.launch(LaunchRequest(f"{JOB}-00001", segment, store))
+        assert emulator.calls("SaveKernel") == []
+        assert emulator.calls("CreateDataset") == []
+
+
+def test_a_checkpoint_its_session_published_is_mounted_where_it_lies_never_uploaded_again(
+    tmp_path: Path,
+) -> None:
+    """Segment 0's session published its checkpoint itself; the store holds a stub naming that
+    version. Segment 1 mounts that very version and nothing is uploaded a second time."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2)
+        expect = _expect(0)
+        made = committed_checkpoint(tmp_path / "session" / CHECKPOINT_DIR, expect)
+        slug = checkpoint_slug(JOB, 0)
+        own = CheckpointDataset(backend.account, slug, tmp_path / "session" / "publish")
+        published = publish_until_settled(own, made, expect=expect)
+        assert isinstance(published, PublishedCheckpoint), published
+        manifest = made / MANIFEST_FILE
+        copy = RemoteCopy(
+            f"alice/{slug}", published.version, published.file_name, sha256_file(manifest)
+        )
+        write_stub(tmp_path / "store" / "00000", manifest, copy)
+        uploads = len(emulator.calls("CreateDataset")) + len(emulator.calls("CreateDatasetVersion"))
+        assert uploads == 1
+
+        _resume(backend, tmp_path, 1)
+        [session] = emulator.sessions(f"alice/{kernel_slug(JOB)}")
+        sources = [m.source.as_posix() for m in session.mounts]
+        told = re.search(r"^OPTIONS = json\.loads\((.+)\)$", session.script, re.MULTILINE)
+        again = len(emulator.calls("CreateDataset")) + len(emulator.calls("CreateDatasetVersion"))
+    assert any(s.endswith(f"/alice/{slug}/{published.version}") for s in sources), sources
+    # ...and the session is told which checkpoint of that version to read.
+    assert told is not None
+    assert json.loads(ast.literal_eval(told.group(1)))["checkpoint_file"] == published.file_name
+    assert again == uploads
+
+
+def test_a_final_checkpoint_its_session_published_is_fetched_verified_and_its_dataset_deleted(
+    tmp_path: Path,
+) -> None:
+    """The job's last session published its checkpoint itself, to a dataset of its own: collect
+    checks that copy, holds it whole and verified in the store, and deletes that dataset too."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2, enable_internet=True)
+        assert backend.options.kernel_transport
+        expect = _expect(4)
+        checkpoint = _final_output(tmp_path / "made", 4)
+        slug = checkpoint_slug(JOB, 4)
+        own = CheckpointDataset(backend.account, slug, tmp_path / "session" / "publish")
+        result = tmp_path / "made" / RESULT_FILE
+        published = publish_until_settled(own, checkpoint, expect=expect, result=result)
+        assert isinstance(published, PublishedCheckpoint), published
+        size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
+        Published(slug, published.file_name, size, 2.5).write(tmp_path / "made" / PUBLISH_FILE)
+        kernel = JobKernel(backend.account, kernel_slug(JOB))
+        pushed = kernel.push(_completing_script(tmp_path, 4), CPU_PUSH)
+        deadline = time.monotonic() + 30
+        while emulator.sessions(kernel.ref)[-1].status is not WorkerStatus.COMPLETE:
+            assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
+            time.sleep(0.05)
+        assert _checkpoint_datasets(emulator) == [slug]
+
+        handle = KaggleHandle(kernel.ref, 4, pushed.version, JOB, 60.0, 40).encode()
+        store = tmp_path / "store" / "00004"
+        deadline = time.monotonic() + 30
+        while True:  # asked again on every Transient, as the engine does
+            try:
+                collected = backend.collect(handle, store)
+                break
+            except Transient:
+                assert time.monotonic() < deadline, "never collected"
+                time.sleep(0.1)
+        left = _checkpoint_datasets(emulator)
+        assert emulator.internal_errors == []
+    assert collected.problem is None, collected.problem
+    assert collected.result is not None
+    assert collected.result.outcome == Outcome.COMPLETED
+    assert collected.transport == KERNEL
+    assert collected.result.timings.upload == 2.5  # the session's publishing counts as upload
+    assert collected.checkpoint == store
+    assert not (store / REMOTE_FILE).exists()  # held here, not a stub
+    assert verify_checkpoint(store, expect).step == 50
+    assert left == []
