@@ -138,7 +138,7 @@ def live_server(settings: Settings, *, embedded_loop: bool = True) -> Iterator[s
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard
     while not server.started:
         assert thread.is_alive(), "server did not start"
         assert time.monotonic() < deadline, "server did not start in time"

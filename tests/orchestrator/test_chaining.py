@@ -167,7 +167,7 @@ def test_cancel_kills_the_running_session(live_api: TestClient, settings: Settin
 
     wait_for(live_api, job_id, segment_cancelled, timeout=30)
     session = settings.sessions_dir / f"{job_id}-{segment['index']:04d}"
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # a hang guard
     while session_state(session) is not SessionState.FINISHED:
         assert time.monotonic() < deadline, "the session outlived its cancellation"
         time.sleep(0.1)

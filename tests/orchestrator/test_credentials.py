@@ -140,7 +140,7 @@ def server_url(cli_env: Settings) -> Iterator[str]:
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # a hang guard
     while not server.started:
         assert time.monotonic() < deadline, "server did not start"
         time.sleep(0.02)

@@ -54,7 +54,7 @@ def _result_script(segment_index: int) -> str:
 def _wait_status(emulator: Emulator, ref: str, version: int, wanted: set[WorkerStatus]) -> None:
     import time
 
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard
     while emulator.sessions(ref)[version - 1].status not in wanted:
         assert time.monotonic() < deadline, emulator.sessions(ref)
         time.sleep(0.05)

@@ -24,7 +24,7 @@ def _ready_channel(
 ) -> ControlChannel:
     channel = ControlChannel(alice, job_id, workdir)
     channel.prepare()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard
     while (dataset := emulator.dataset(channel.dataset.ref)) is None or (
         dataset.latest_ready(time.time()) is None
     ):
@@ -34,7 +34,7 @@ def _ready_channel(
 
 
 def _written(channel: ControlChannel, launch_id: str) -> Command:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard
     while (command := channel.dataset.read(launch_id)) is None:
         assert time.monotonic() < deadline
         time.sleep(0.1)
@@ -140,7 +140,7 @@ def test_a_command_for_a_channel_not_made_yet_makes_it_and_is_written_at_a_later
     channel.tell(Command.CANCEL, "j5-0000")
     assert emulator.dataset(channel.dataset.ref) is not None
     assert channel.pending() == Pending(Command.CANCEL, "j5-0000")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard
     while channel.pending() is not None:
         assert time.monotonic() < deadline
         time.sleep(0.2)

@@ -64,7 +64,7 @@ def _committing_script(tmp_path: Path) -> str:
 def _pushed_and_complete(emulator: Emulator, account: KaggleAccount, tmp_path: Path) -> str:
     kernel = JobKernel(account, kernel_slug(JOB))
     pushed = kernel.push(_committing_script(tmp_path), CPU_PUSH)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard
     while emulator.sessions(kernel.ref)[-1].status is not WorkerStatus.COMPLETE:
         assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
         time.sleep(0.05)
@@ -168,7 +168,7 @@ def _pushed_and_waiting(
     kernel = JobKernel(account, kernel_slug(JOB))
     pushed = kernel.push(_committing_script(tmp_path), CPU_PUSH)
     clock.advance(1)  # past the queue time, on the emulator's clock
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard
     while emulator.sessions(kernel.ref)[-1].ended_at is None:
         assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
         time.sleep(0.05)

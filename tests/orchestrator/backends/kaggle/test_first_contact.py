@@ -165,7 +165,7 @@ def test_an_account_without_phone_verification_is_refused_for_good(tmp_path: Pat
 def _wait_visible(emulator: Emulator, ref: str) -> None:
     """Until GetDatasetStatus finds the dataset (a new one 404s for a moment)."""
     api = emulator.kaggle_api()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard
     while True:
         try:
             api.dataset_status(ref)

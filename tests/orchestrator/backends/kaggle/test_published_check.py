@@ -63,7 +63,7 @@ def _publish(
     result = tmp_path / RESULT_FILE
     result.write_text("{}")
     dataset = CheckpointDataset(alice, "baton-ckpt-j1-s3", tmp_path / "staging")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard
     while True:
         try:
             dataset.ensure_published(EXPECT, checkpoint, result)
@@ -97,7 +97,7 @@ def _ready(
     dataset: CheckpointDataset, published: Published, checkpoint: Path, tmp_path: Path
 ) -> tuple[RemoteCopy, int]:
     """The check of a copy just uploaded, once Kaggle has processed it."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard
     while True:
         try:
             return check_published(dataset, published, checkpoint, EXPECT, tmp_path)

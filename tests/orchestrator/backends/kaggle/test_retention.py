@@ -147,7 +147,7 @@ def test_a_job_keeps_its_newest_checkpoint_datasets_and_once_finished_none(
         assert emulator.push_counts == {kernel.ref: 3}
 
         pushed = kernel.push(_completing_script(tmp_path, 4), CPU_PUSH)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a hang guard
         while emulator.sessions(kernel.ref)[-1].status is not WorkerStatus.COMPLETE:
             assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
             time.sleep(0.05)
@@ -241,7 +241,7 @@ def test_a_final_checkpoint_its_session_published_is_fetched_verified_and_its_da
         Published(slug, published.file_name, size, 2.5).write(tmp_path / "made" / PUBLISH_FILE)
         kernel = JobKernel(backend.account, kernel_slug(JOB))
         pushed = kernel.push(_completing_script(tmp_path, 4), CPU_PUSH)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a hang guard
         while emulator.sessions(kernel.ref)[-1].status is not WorkerStatus.COMPLETE:
             assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
             time.sleep(0.05)
@@ -249,7 +249,7 @@ def test_a_final_checkpoint_its_session_published_is_fetched_verified_and_its_da
 
         handle = KaggleHandle(kernel.ref, 4, pushed.version, JOB, 60.0, 40).encode()
         store = tmp_path / "store" / "00004"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a hang guard
         while True:  # asked again on every Transient, as the engine does
             try:
                 collected = backend.collect(handle, store)
