@@ -5,6 +5,8 @@ publish, published the way the engine asks, tick after tick."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -96,3 +98,20 @@ def bytes_written_beside(folder: Path, checkpoint: Path) -> int:
         elif entry.is_file() and (info.st_dev, info.st_ino) not in shared:
             held += info.st_blocks * 512
     return held
+
+
+def script_leaving(made: Path) -> str:
+    """A kernel's script that writes every file under `made` into its output, as a session that
+    trained would leave it (its files carried in the script: a kernel reaches nothing else)."""
+    files = {
+        path.relative_to(made).as_posix(): base64.b64encode(path.read_bytes()).decode()
+        for path in made.rglob("*")
+        if path.is_file()
+    }
+    return (
+        "import base64, json, pathlib\n"
+        f"for name, data in json.loads({json.dumps(json.dumps(files))}).items():\n"
+        "    path = pathlib.Path(name)\n"
+        "    path.parent.mkdir(parents=True, exist_ok=True)\n"
+        "    path.write_bytes(base64.b64decode(data))\n"
+    )

@@ -3,8 +3,6 @@ that fail, and a downloaded checkpoint that fails verification and is fetched ag
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from pathlib import Path
 
@@ -16,7 +14,7 @@ from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, FaultKind, ManualClock, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
-from tests.support.kaggle import account_on
+from tests.support.kaggle import account_on, script_leaving
 from worker.boundary.contract import SegmentResult
 from worker.boundary.manifest import write_manifest
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
@@ -47,18 +45,7 @@ def _committing_script(tmp_path: Path) -> str:
     SegmentResult(JOB, 0, "deadline", 0, 10, 60, model_digest="d" * 64).write(
         tmp_path / "made" / RESULT_FILE
     )
-    files = {
-        path.relative_to(tmp_path / "made").as_posix(): base64.b64encode(path.read_bytes()).decode()
-        for path in (tmp_path / "made").rglob("*")
-        if path.is_file()
-    }
-    return (
-        "import base64, json, pathlib\n"
-        f"for name, data in json.loads({json.dumps(json.dumps(files))}).items():\n"
-        "    path = pathlib.Path(name)\n"
-        "    path.parent.mkdir(parents=True, exist_ok=True)\n"
-        "    path.write_bytes(base64.b64decode(data))\n"
-    )
+    return script_leaving(tmp_path / "made")
 
 
 def _pushed_and_complete(emulator: Emulator, account: KaggleAccount, tmp_path: Path) -> str:

@@ -7,7 +7,6 @@ never pushed."""
 from __future__ import annotations
 
 import ast
-import base64
 import json
 import re
 import time
@@ -27,7 +26,12 @@ from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
-from tests.support.kaggle import account_on, committed_checkpoint, publish_until_settled
+from tests.support.kaggle import (
+    account_on,
+    committed_checkpoint,
+    publish_until_settled,
+    script_leaving,
+)
 from worker.boundary.contract import CheckpointRef, Outcome, SegmentResult, SegmentSpec
 from worker.boundary.manifest import sha256_file, verify_checkpoint, write_manifest
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
@@ -114,18 +118,7 @@ def _completing_script(tmp_path: Path, segment_index: int) -> str:
     made = tmp_path / "made"
     if not (made / RESULT_FILE).exists():
         _final_output(made, segment_index)
-    files = {
-        path.relative_to(made).as_posix(): base64.b64encode(path.read_bytes()).decode()
-        for path in made.rglob("*")
-        if path.is_file()
-    }
-    return (
-        "import base64, json, pathlib\n"
-        f"for name, data in json.loads({json.dumps(json.dumps(files))}).items():\n"
-        "    path = pathlib.Path(name)\n"
-        "    path.parent.mkdir(parents=True, exist_ok=True)\n"
-        "    path.write_bytes(base64.b64decode(data))\n"
-    )
+    return script_leaving(made)
 
 
 def test_a_job_keeps_its_newest_checkpoint_datasets_and_once_finished_none(

@@ -175,16 +175,27 @@ def test_a_launch_runs_the_worker_under_the_segments_limit_with_the_trainer_path
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700  # the session's data is its owner's
 
 
-def test_a_resumed_session_reads_the_stored_checkpoint_linked_not_copied(tmp_path: Path) -> None:
-    stored = tmp_path / "store" / "00000"
+STORED_FILES = ("trainer.pt", "nested/state.json")
+
+
+def _resumed_from(stored: Path, tmp_path: Path) -> tuple[RecordingBackend, Path]:
+    """A stored checkpoint of two files, one nested, and the second segment launched from it:
+    the backend and the checkpoint its session reads, which holds the same bytes."""
     (stored / "nested").mkdir(parents=True)
     (stored / "trainer.pt").write_bytes(b"weights")
     (stored / "nested" / "state.json").write_text("{}")
     backend = RecordingBackend(tmp_path / "sessions")
     handle = backend.launch(LaunchRequest("job-1-0001", make_spec(segment_index=1), stored))
     given = SessionPaths(tmp_path / "sessions" / handle).resume_checkpoint
-    for name in ("trainer.pt", "nested/state.json"):
+    for name in STORED_FILES:
         assert (given / name).read_bytes() == (stored / name).read_bytes()
+    return backend, given
+
+
+def test_a_resumed_session_reads_the_stored_checkpoint_linked_not_copied(tmp_path: Path) -> None:
+    stored = tmp_path / "store" / "00000"
+    backend, given = _resumed_from(stored, tmp_path)
+    for name in STORED_FILES:
         assert (given / name).stat().st_ino == (stored / name).stat().st_ino
     assert len(backend.plans) == 1
 
@@ -198,15 +209,7 @@ def test_a_checkpoint_stored_on_another_filesystem_is_copied_for_the_session(
     if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
         pytest.skip("needs /dev/shm on a filesystem of its own")
     with tempfile.TemporaryDirectory(dir=shm) as other_disk:
-        stored = Path(other_disk) / "00000"
-        (stored / "nested").mkdir(parents=True)
-        (stored / "trainer.pt").write_bytes(b"weights")
-        (stored / "nested" / "state.json").write_text("{}")
-        backend = RecordingBackend(tmp_path / "sessions")
-        handle = backend.launch(LaunchRequest("job-1-0001", make_spec(segment_index=1), stored))
-        given = SessionPaths(tmp_path / "sessions" / handle).resume_checkpoint
-        for name in ("trainer.pt", "nested/state.json"):
-            assert (given / name).read_bytes() == (stored / name).read_bytes()
+        _resumed_from(Path(other_disk) / "00000", tmp_path)
 
 
 def test_a_launch_whose_checkpoint_is_missing_from_the_store_is_refused_and_starts_nothing(
