@@ -79,8 +79,13 @@ class SupervisorPid:
     @classmethod
     def read(cls, root: Path) -> SupervisorPid | None:
         try:
-            return cls(**json.loads(SessionPaths(root).pid.read_text()))
-        except (FileNotFoundError, ValueError, TypeError):
+            record = json.loads(SessionPaths(root).pid.read_text())
+            if "create_time" in record:  # written before 2026-11-28: the start by the wall clock
+                ticks = os.sysconf("SC_CLK_TCK")
+                since_boot = round((record["create_time"] - psutil.boot_time()) * ticks) / ticks
+                record = {"pid": record["pid"], "started_after_boot": since_boot}
+            return cls(**record)
+        except (FileNotFoundError, ValueError, TypeError, KeyError):
             return None
 
     def write(self, root: Path) -> None:

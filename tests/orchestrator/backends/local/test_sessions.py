@@ -4,6 +4,7 @@ supervisor."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from orchestrator.backends.local.sessions import (
@@ -23,7 +25,7 @@ from orchestrator.backends.local.sessions import (
     stop_session,
 )
 from orchestrator.backends.local.supervisor import SessionExit, SessionPlan, SupervisorPid
-from worker.boundary.paths import LAUNCH_LOCK_FILE
+from worker.boundary.paths import LAUNCH_LOCK_FILE, SessionPaths
 from worker.proctime import seconds_after_boot
 
 
@@ -101,6 +103,20 @@ def test_a_live_session_is_known_by_a_start_that_no_clock_change_moves(tmp_path:
     assert session_state(tmp_path) is SessionState.RUNNING
     assert cancel_session(tmp_path)
     assert _wait_finished(tmp_path).cancelled
+
+
+def test_a_pid_record_written_before_the_upgrade_still_finds_its_live_supervisor(
+    tmp_path: Path,
+) -> None:
+    """A session started by an orchestrator from before 2026-11-28 recorded its supervisor's
+    start by the wall clock; read after the upgrade it is still that live process, not a lost
+    session to launch again beside it."""
+    SessionPaths(tmp_path).pid.write_text(
+        json.dumps({"pid": os.getpid(), "create_time": psutil.Process().create_time()})
+    )
+    record = SupervisorPid.read(tmp_path)
+    assert record == SupervisorPid(os.getpid(), seconds_after_boot())
+    assert session_state(tmp_path) is SessionState.RUNNING
 
 
 def test_a_pid_file_naming_a_foreign_process_is_not_a_running_session(tmp_path: Path) -> None:
