@@ -3,10 +3,10 @@
 `deepspeed_config` generates the DeepSpeed config from the job's config: ZeRO stage 2 or 3,
 optional CPU offload of the optimizer state (and, for stage 3, of the parameters), fp16 with
 dynamic loss scaling on a T4 (no bf16), bf16 where the GPU has it, fp32 on CPU with
-`torch_adam` (DeepSpeed's fused CPU Adam needs a compiler). `validate_deepspeed_config` runs it
-through DeepSpeed's own config classes. Checkpoints are the engine's `save_checkpoint` (every
-rank writes its optimizer shard) inside Baton's atomic commit; the sampler rides along as
-client state.
+`torch_adam` (DeepSpeed's fused CPU Adam needs a compiler), and ZeRO's buckets sized to the
+model (`bucket_sizes`). `validate_deepspeed_config` runs it through DeepSpeed's own config
+classes. Checkpoints are the engine's `save_checkpoint` (every rank writes its optimizer shard)
+inside Baton's atomic commit; the sampler rides along as client state.
 
 Config keys: the model sizes of `trainers.causal_lm.MODEL_DEFAULTS`, and zero_stage (2 or 3),
 offload ("none", "optimizer", "optimizer+params"), batch_size (per rank and micro-step),
@@ -49,8 +49,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def deepspeed_config(cfg: Mapping[str, Any], precision: str, total_steps: int) -> dict[str, Any]:
-    """The DeepSpeed config for this job; train_batch_size follows from the world size."""
+def deepspeed_config(
+    cfg: Mapping[str, Any], precision: str, total_steps: int, parameters: int
+) -> dict[str, Any]:
+    """The DeepSpeed config for this job and a model of `parameters` elements; train_batch_size
+    follows from the world size."""
     stage = int(cfg["zero_stage"])
     offload = str(cfg["offload"])
     if stage not in (2, 3):
@@ -59,7 +62,12 @@ def deepspeed_config(cfg: Mapping[str, Any], precision: str, total_steps: int) -
         raise ValueError(f"offload must be one of {OFFLOADS}, got {offload!r}")
     if offload == "optimizer+params" and stage != 3:
         raise ValueError("offloading the parameters needs zero_stage 3")
-    zero: dict[str, Any] = {"stage": stage, "contiguous_gradients": True, "overlap_comm": False}
+    zero: dict[str, Any] = {
+        "stage": stage,
+        "contiguous_gradients": True,
+        "overlap_comm": False,
+        **bucket_sizes(parameters),
+    }
     if offload != "none":
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if offload == "optimizer+params":
@@ -98,6 +106,24 @@ def deepspeed_config(cfg: Mapping[str, Any], precision: str, total_steps: int) -
     }
 
 
+def bucket_sizes(parameters: int) -> dict[str, int]:
+    """ZeRO's gradient and all-gather buckets, never larger than the model.
+
+    DeepSpeed's defaults (5e8 elements) suit a model of billions of parameters: ZeRO-2 allocates
+    its gradient bucket at that size whatever the model, and clears it every step (on two CPU
+    ranks, a 10 M-parameter model spent most of each step clearing pages; on a T4 it is a GB of
+    its 16). A bucket the size of the model still holds every gradient at once, so the
+    reductions, and the results, are those of the default.
+    """
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    defaults = DeepSpeedZeroConfig.model_fields
+    return {
+        name: min(int(defaults[name].default), parameters)
+        for name in ("reduce_bucket_size", "allgather_bucket_size")
+    }
+
+
 def validate_deepspeed_config(config: Mapping[str, Any]) -> Any:
     """DeepSpeed's own parse of the config; raises on what it rejects."""
     from deepspeed.runtime.config import DeepSpeedConfig
@@ -123,7 +149,8 @@ class DeepSpeedCausalLM(Trainer):
         # The runtime set up the process group already (gloo on CPU); DeepSpeed reuses it.
         deepspeed.init_distributed(dist_backend="gloo" if precision == "no" else "nccl")
         model = build_causal_lm(cfg, self.corpus.vocab_size)
-        config = deepspeed_config(cfg, precision, self.ctx.total_steps)
+        parameters = sum(p.numel() for p in model.parameters())
+        config = deepspeed_config(cfg, precision, self.ctx.total_steps, parameters)
         # DeepSpeed imports its Muon optimizer here, which applies torch.compile at import:
         # that alone pulls in inductor (minutes on a busy CPU). Nothing here compiles.
         with torch._dynamo.config.patch(disable=True):
