@@ -41,11 +41,13 @@ def all_finished(db: Database) -> bool:
     return bool(states) and all(state in FINISHED_JOB_STATES for state in states)
 
 
-def reconcile_until_finished(engine: Engine, seconds: float) -> None:
+def reconcile_until_finished(engine: Engine, seconds: float, poll: float = 0.01) -> None:
+    """Reconcile every due job each `poll` seconds until all have finished (a tight loop by
+    default: the claim tests race four of these)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and not all_finished(engine.db):
         engine.reconcile_all()
-        time.sleep(0.01)
+        time.sleep(poll)
 
 
 def tick(engine: Engine, clock: ManualClock, ticks: int) -> None:

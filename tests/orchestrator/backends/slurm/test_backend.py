@@ -35,6 +35,9 @@ from worker.boundary.paths import SessionPaths
 # needs at least four allocations on any machine (tests.factories.guaranteed_segments).
 MINUTE = {"limit_seconds": 60, "margin": {"k_steps": 2.0, "safety_seconds": 1.0}}
 CHAIN_TIMEOUT = 900
+# The orchestrator's tick in these chains: the backend reads Slurm's state once a second
+# (tests.support.slurm), so a tighter loop only spends the CPU the sessions need.
+TICK_SECONDS = 0.2
 
 
 def slurm_spec(total_steps: int, step_sleep: float, **overrides: Any) -> dict[str, Any]:
@@ -86,7 +89,7 @@ def test_one_minute_allocations_chain_to_the_uninterrupted_digest(
     engine = engine_on(slurm_cluster, sqlite_db, tmp_path / "data", spec)
     _, job_id = submit(engine, spec)
     reference = reference_beside(spec, tmp_path / "ref")
-    reconcile_until_finished(engine, CHAIN_TIMEOUT)
+    reconcile_until_finished(engine, CHAIN_TIMEOUT, TICK_SECONDS)
     job, segments = job_and_segments(sqlite_db, job_id)
     assert job.state == "succeeded", job.reason
     assert len(segments) >= 4
@@ -133,7 +136,7 @@ def test_a_segment_scancelled_from_outside_is_retried_from_the_last_commit(
         target=lambda: cancelled.append(_scancel_when_running(slurm_cluster, sqlite_db, job_id))
     )
     watcher.start()
-    reconcile_until_finished(engine, CHAIN_TIMEOUT)
+    reconcile_until_finished(engine, CHAIN_TIMEOUT, TICK_SECONDS)
     watcher.join()
     job, segments = job_and_segments(sqlite_db, job_id)
     assert job.state == "succeeded", job.reason
@@ -207,7 +210,7 @@ def test_two_ranks_chain_across_allocations_to_the_digest(
     engine = engine_on(slurm_cluster, sqlite_db, tmp_path / "data", spec)
     _, job_id = submit(engine, spec)
     reference = reference_beside(spec, tmp_path / "ref")
-    reconcile_until_finished(engine, CHAIN_TIMEOUT)
+    reconcile_until_finished(engine, CHAIN_TIMEOUT, TICK_SECONDS)
     job, segments = job_and_segments(sqlite_db, job_id)
     assert job.state == "succeeded", job.reason
     assert len(segments) >= 2
