@@ -21,6 +21,7 @@ from orchestrator.backends.kaggle.backend import (
     checkpoint_slug,
     dataset_slug,
     kernel_slug,
+    segment_of,
     wheelset_slug,
 )
 from orchestrator.spec import MIN_SESSION_SECONDS, KaggleSpec
@@ -390,6 +391,8 @@ def test_a_handle_reads_back_as_written_and_an_older_or_newer_baton_s_handle_rea
     assert KaggleHandle.decode(older) == KaggleHandle("alice/baton-j1", 3, None, "", 0.0, 0)
     newer = json.dumps({**json.loads(handle.encode()), "queued_on": "a GPU"})
     assert KaggleHandle.decode(newer) == handle
+    # A launch id names its segment (a kernel's first lines carry it): padded to 4 or 5 digits.
+    assert [segment_of(f"{JOB}-0012"), segment_of(f"{JOB}-00012")] == [12, 12]
     # Each version of a segment is its own session to the stale clock.
     assert (
         len({handle.key, replace(handle, version=5).key, replace(handle, segment_index=4).key}) == 3
