@@ -4,8 +4,11 @@ quota with omitted fields, the CPU cap."""
 from __future__ import annotations
 
 import ast
+import base64
+import io
 import json
 import re
+import tarfile
 from dataclasses import asdict, replace
 from datetime import timedelta
 from pathlib import Path
@@ -31,6 +34,7 @@ from tests.kaggle_emulator.kernel_sessions import WorkerStatus
 from tests.support.kaggle import account_on, embedded_options
 from worker.boundary.contract import SegmentSpec
 from worker.boundary.kernel_options import KernelControl, Publish, SelfChain, WheelSet
+from worker.kaggle_access.checkpoints import upload_folder
 from worker.kaggle_access.client import KaggleAccount
 from worker.kaggle_access.kernel_script import LAUNCH_ID_MARK
 from worker.kaggle_access.kernels import JobKernel, KernelPush
@@ -282,10 +286,11 @@ def test_an_earlier_segment_is_found_at_its_own_version_while_a_later_one_runs(
 def test_a_segment_is_pushed_as_its_job_asks_and_its_kernel_told_what_it_was_promised(
     tmp_path: Path,
 ) -> None:
-    """A TPU job with internet, its own image and requirements: the push asks for the TPU, the
-    whole-second limit, internet and a private kernel on that image, and mounts the READY wheel
-    set; the kernel is told the TPU it must find, where to publish its checkpoint, where to hear
-    pause and cancel, and what to install from where. The handle names that very version."""
+    """A TPU job with internet, its own image, data and requirements: the push asks for the
+    TPU, the whole-second limit, internet and a private kernel on that image, and mounts the
+    data and the READY wheel set; the kernel is told the TPU it must find, where to publish its
+    checkpoint, where to hear pause and cancel, and what to install from where. The handle
+    names that very version."""
     clock = ManualClock()  # the emulator's time stands still: the pushed session stays queued
     image = "gcr.io/kaggle-images/python:v150"
     requirements = ["tqdm==4.66.1"]
@@ -296,7 +301,13 @@ def test_a_segment_is_pushed_as_its_job_asks_and_its_kernel_told_what_it_was_pro
         built.mkdir()
         (built / "tqdm-4.66.1-py3-none-any.whl").write_bytes(b"a wheel")
         WheelSetDataset(account, wheels).publish(built)
-        clock.advance(60)  # the wheel set's version is READY
+        data = tmp_path / "data"
+        data.mkdir()
+        (data / "train.csv").write_text("a,b\n")
+        upload_folder(
+            account, "alice/extra-data", data, "the user's data", exists=False, busy=False
+        )
+        clock.advance(60)  # both datasets' versions are READY
         backend = _backend(
             account,
             tmp_path,
@@ -306,6 +317,7 @@ def test_a_segment_is_pushed_as_its_job_asks_and_its_kernel_told_what_it_was_pro
             docker_image=image,
             requirements=requirements,
             control_poll_seconds=45.0,
+            dataset_sources=["alice/extra-data"],
         )
         segment = SegmentSpec(JOB, 0, TRAINER, {}, 100, 3600.7)
         launched = backend.launch(LaunchRequest(f"{JOB}-00000", segment, None))
@@ -321,8 +333,8 @@ def test_a_segment_is_pushed_as_its_job_asks_and_its_kernel_told_what_it_was_pro
         True,
         image,
     )
-    # The wheel set is mounted unpinned: its newest version is the one built for this image.
-    assert request.dataset_sources == [f"alice/{wheels}"]
+    # The user's data, and the wheel set unpinned: its newest version is built for this image.
+    assert request.dataset_sources == ["alice/extra-data", f"alice/{wheels}"]
     options = embedded_options(session.script)
     assert (options.promised_tpu, options.promised_gpus) == (True, 0)
     assert options.requirements == requirements
@@ -428,3 +440,32 @@ def test_each_job_s_kernel_and_datasets_are_its_own_and_a_wheel_set_is_shared_by
     assert _is_wheel_set(f"alice/{shared}")
     sources = [f"alice/{name}" for job_names in names for name in job_names]
     assert not any(_is_wheel_set(source) for source in [*sources, f"{WHEELSET_PREFIX}x/data"])
+
+
+def test_a_trainer_found_only_on_the_trainer_paths_travels_in_the_kernel_s_code(
+    tmp_path: Path,
+) -> None:
+    """BATON_TRAINER_PATHS: a kernel reaches nothing of the orchestrator's disk, so the
+    operator's trainer package, on no import path, is embedded in the code it is pushed with."""
+    package = tmp_path / "operator-code" / "site_trainers_k"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text("class SiteTrainer:\n    pass\n")
+    clock = ManualClock()
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, clock=clock) as emulator:
+        options = KaggleSpec.model_validate(kaggle_spec({"accelerator": "none"})["kaggle"])
+        backend = KaggleBackend(
+            account_on(emulator),
+            JOB,
+            options,
+            tmp_path / "kaggle" / JOB,
+            trainer_paths=[package.parent],
+        )
+        segment = SegmentSpec(JOB, 0, "site_trainers_k.model:SiteTrainer", {}, 100, 60.0)
+        backend.launch(LaunchRequest(f"{JOB}-00000", segment, None))
+        [session] = emulator.sessions(f"alice/{kernel_slug(JOB)}")
+    code = re.search(r'^CODE = "(.*)"$', session.script, re.MULTILINE)
+    assert code is not None
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(code.group(1))), mode="r:gz") as tar:
+        names = tar.getnames()
+    assert "site_trainers_k/model.py" in names
