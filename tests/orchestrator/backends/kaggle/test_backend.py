@@ -347,19 +347,24 @@ def test_a_segment_is_pushed_as_its_job_asks_and_its_kernel_told_what_it_was_pro
     assert KaggleHandle.decode(launched) == KaggleHandle(ref, 0, 1, JOB, 3600.0, 0)
 
 
+@pytest.mark.parametrize(
+    ("accelerator", "shape", "gpus", "tpu"),
+    [("t4x2", "NvidiaTeslaT4", 2, False), ("tpu", "TpuV5E8", 0, True)],
+)
 def test_a_self_chaining_kernel_is_told_to_push_its_successor_as_it_was_pushed(
-    tmp_path: Path,
+    tmp_path: Path, accelerator: str, shape: str, gpus: int, tpu: bool
 ) -> None:
-    """A self-chaining T4 job: the kernel pushes its successor to its own slug, the same way,
+    """A self-chaining job: the kernel pushes its successor to its own slug, the same way,
     naming its checkpoint as the account accepts (unpinned where Kaggle refused a pin), sized to
-    the GPU quota less the job's reserve. Its requirements, with wheel sets turned off, are
-    installed from the index."""
+    its accelerator's quota (a TPU's is its own) less the job's reserve. Its requirements, with
+    wheel sets turned off, are installed from the index."""
     clock = ManualClock()
     with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, clock=clock) as emulator:
         backend = _backend(
             account_on(emulator),
             tmp_path,
             clock,
+            accelerator=accelerator,
             self_chain=True,
             enable_internet=True,
             quota_reserve_seconds=600.0,
@@ -372,21 +377,21 @@ def test_a_self_chaining_kernel_is_told_to_push_its_successor_as_it_was_pushed(
         backend.launch(LaunchRequest(f"{JOB}-00000", segment, None))
         [session] = emulator.sessions(f"alice/{kernel_slug(JOB)}")
     options = embedded_options(session.script)
-    assert (options.promised_gpus, options.promised_tpu) == (2, False)
+    assert (options.promised_gpus, options.promised_tpu) == (gpus, tpu)
     # One dataset for the whole chain, which every kernel of the job publishes to itself.
     assert (options.checkpoint_dataset, options.publish) == (dataset_slug(JOB), None)
     assert options.control is None  # it does not listen: control_poll_seconds is 0
     # Wheel sets turned off: each session pip-installs the requirements from the index.
     assert (options.requirements, options.wheels) == (["tqdm==4.66.1"], None)
     assert backend.wheel_users.claimed_by(JOB) == []
-    push = KernelPush("NvidiaTeslaT4", 1200, True, True, [], [], [], None)
+    push = KernelPush(shape, 1200, True, True, [], [], [], None)
     assert options.chain == SelfChain(
         username="alice",
         kernel_slug=kernel_slug(JOB),
         push=asdict(push),
         pinned_sources=False,
         uses_quota=True,
-        tpu=False,
+        tpu=tpu,
         quota_reserve_seconds=600.0,
         min_session_seconds=MIN_SESSION_SECONDS,
     )
