@@ -27,6 +27,8 @@ from orchestrator.backends.kaggle.backend import (
     segment_of,
     wheelset_slug,
 )
+from orchestrator.backends.kaggle.control import control_slug
+from orchestrator.backends.kaggle.findings import WheelSetUsers
 from orchestrator.spec import MIN_SESSION_SECONDS, KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, ManualClock, start_emulator
@@ -339,11 +341,13 @@ def test_a_segment_is_pushed_as_its_job_asks_and_its_kernel_told_what_it_was_pro
     assert (options.promised_tpu, options.promised_gpus) == (True, 0)
     assert options.requirements == requirements
     assert options.wheels == WheelSet("alice", wheels, attached=True)
-    assert backend.wheel_users.claimed_by(JOB) == [wheels]
+    # Claimed for the account, whose other jobs may use the same set.
+    assert WheelSetUsers(tmp_path / "kaggle", "alice").claimed_by(JOB) == [wheels]
     assert options.checkpoint_dataset == dataset_slug(JOB)
     assert (options.checkpoint_file, options.chain) == (None, None)
     assert options.publish == Publish("alice", checkpoint_slug(JOB, 0))
-    assert options.control == KernelControl("alice", backend.control.slug, 45.0)
+    # The job's own channel: a pause or cancel of another job never reaches this kernel.
+    assert options.control == KernelControl("alice", control_slug(JOB), 45.0)
     assert KaggleHandle.decode(launched) == KaggleHandle(ref, 0, 1, JOB, 3600.0, 0)
 
 

@@ -22,6 +22,7 @@ from orchestrator.backends.kaggle.backend import (
     dataset_slug,
     kernel_slug,
 )
+from orchestrator.backends.kaggle.findings import AccountFindings
 from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, start_emulator
@@ -276,7 +277,8 @@ def test_an_account_that_refuses_pinned_versions_gets_each_checkpoint_named_unpi
     with start_emulator(tmp_path / "emulator", **options) as emulator:
         backend = _backend(emulator, tmp_path, keep_versions=2)
         first = _resume(backend, tmp_path, 1)
-        refused = backend.findings.load().pinned_sources
+        # Recorded for the account: `baton kaggle check` and its other jobs read it there.
+        refused = AccountFindings.for_account(tmp_path / "kaggle", "alice").load().pinned_sources
         second = _resume(backend, tmp_path, 2)
         sessions = emulator.sessions(f"alice/{kernel_slug(JOB)}")
     assert refused is False
