@@ -1656,4 +1656,35 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="retention when done",
         ci=True,
     ),
+    Mutant(
+        # Every session of a job that publishes its own checkpoint publishes into the job's one
+        # dataset: the client deletes datasets, never versions, so retention can delete none of
+        # its checkpoints and they fill the account's private storage.
+        "kaggle-backend-kernel-publishes-every-checkpoint-to-one-dataset",
+        "kaggle",
+        "orchestrator/backends/kaggle/backend.py",
+        "slug = checkpoint_slug(spec.job_id, spec.segment_index)",
+        "slug = dataset_slug(spec.job_id)",
+        (
+            "tests/orchestrator/backends/kaggle/test_backend.py::test_a_segment_is_pushed_as_its_"
+            "job_asks_and_its_kernel_told_what_it_was_promised",
+        ),
+        guarantee="retention when done",
+        ci=True,
+    ),
+    Mutant(
+        # A pinned checkpoint Kaggle would not mount is not recorded: every later segment names
+        # its checkpoint pinned again, runs without it and is rejected, until the job fails.
+        "kaggle-backend-refused-pin-not-recorded",
+        "kaggle",
+        "orchestrator/backends/kaggle/backend.py",
+        "self.findings.update(pinned_sources=False)",
+        "self.findings.update(pinned_sources=None)",
+        (
+            "tests/orchestrator/backends/kaggle/test_retention.py::test_an_account_that_refuses_"
+            "pinned_versions_gets_each_checkpoint_named_unpinned_after_once",
+        ),
+        guarantee="Kaggle first contact",
+        ci=True,
+    ),
 )

@@ -5,9 +5,11 @@ publish, published the way the engine asks, tick after tick."""
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import os
+import re
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,6 +21,7 @@ from tests.kaggle_emulator import Emulator
 from tests.support.marks import starts_processes
 from worker.boundary.contract import CheckpointRef
 from worker.boundary.errors import Rejected, Transient
+from worker.boundary.kernel_options import KernelOptions
 from worker.boundary.manifest import write_manifest
 from worker.kaggle_access.checkpoints import CheckpointDataset
 from worker.kaggle_access.client import KaggleAccount
@@ -115,3 +118,11 @@ def script_leaving(made: Path) -> str:
         "    path.parent.mkdir(parents=True, exist_ok=True)\n"
         "    path.write_bytes(base64.b64decode(data))\n"
     )
+
+
+def embedded_options(script: str) -> KernelOptions:
+    """What a pushed kernel's script tells its session besides the segment (the OPTIONS line
+    worker/kaggle_access/kernel_script.py writes), read back as the session reads it."""
+    told = re.search(r"^OPTIONS = json\.loads\((.+)\)$", script, re.MULTILINE)
+    assert told is not None, script[:300]
+    return KernelOptions.from_json(json.loads(ast.literal_eval(told.group(1))))

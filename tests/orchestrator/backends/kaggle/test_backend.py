@@ -4,28 +4,48 @@ quota with omitted fields, the CPU cap."""
 from __future__ import annotations
 
 import ast
+import base64
+import io
 import json
 import re
+import tarfile
+from dataclasses import asdict, replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from orchestrator.backends.base import LaunchRequest, SessionStatus, Transient
-from orchestrator.backends.kaggle.backend import KaggleBackend, KaggleHandle, kernel_slug
-from orchestrator.spec import KaggleSpec
+from orchestrator.backends.kaggle.backend import (
+    WHEELSET_PREFIX,
+    KaggleBackend,
+    KaggleHandle,
+    _is_wheel_set,
+    checkpoint_slug,
+    dataset_slug,
+    kernel_slug,
+    segment_of,
+    wheelset_slug,
+)
+from orchestrator.backends.kaggle.control import control_slug
+from orchestrator.backends.kaggle.findings import WheelSetUsers
+from orchestrator.spec import MIN_SESSION_SECONDS, KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, ManualClock, start_emulator
 from tests.kaggle_emulator.kernel_sessions import WorkerStatus
-from tests.support.kaggle import account_on
+from tests.support.kaggle import account_on, embedded_options
 from worker.boundary.contract import SegmentSpec
+from worker.boundary.kernel_options import KernelControl, Publish, SelfChain, WheelSet
+from worker.kaggle_access.checkpoints import upload_folder
 from worker.kaggle_access.client import KaggleAccount
 from worker.kaggle_access.kernel_script import LAUNCH_ID_MARK
 from worker.kaggle_access.kernels import JobKernel, KernelPush
+from worker.kaggle_access.wheels import WheelSetDataset
 
 CPU_PUSH = KernelPush(None, 60, False, True, [], [], [], None)
 SLEEP = "import time\ntime.sleep(60)\n"
 JOB = "j1"
+TRAINER = "trainers.tiny_lm:TinyCharLM"
 
 
 def _backend(
@@ -263,3 +283,198 @@ def test_an_earlier_segment_is_found_at_its_own_version_while_a_later_one_runs(
         assert backend.status(found) is state
     assert backend.find(f"{JOB}-0003") is None
     assert emulator.push_counts == {kernel.ref: 3}
+
+
+def test_a_segment_is_pushed_as_its_job_asks_and_its_kernel_told_what_it_was_promised(
+    tmp_path: Path,
+) -> None:
+    """A TPU job with internet, its own image, data and requirements: the push asks for the
+    TPU, the whole-second limit, internet and a private kernel on that image, and mounts the
+    data and the READY wheel set; the kernel is told the TPU it must find, where to publish its
+    checkpoint, where to hear pause and cancel, and what to install from where. The handle
+    names that very version."""
+    clock = ManualClock()  # the emulator's time stands still: the pushed session stays queued
+    image = "gcr.io/kaggle-images/python:v150"
+    requirements = ["tqdm==4.66.1"]
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, clock=clock) as emulator:
+        account = account_on(emulator)
+        wheels = wheelset_slug(requirements, image)
+        built = tmp_path / "wheelhouse"
+        built.mkdir()
+        (built / "tqdm-4.66.1-py3-none-any.whl").write_bytes(b"a wheel")
+        WheelSetDataset(account, wheels).publish(built)
+        data = tmp_path / "data"
+        data.mkdir()
+        (data / "train.csv").write_text("a,b\n")
+        upload_folder(
+            account, "alice/extra-data", data, "the user's data", exists=False, busy=False
+        )
+        clock.advance(60)  # both datasets' versions are READY
+        backend = _backend(
+            account,
+            tmp_path,
+            clock,
+            accelerator="tpu",
+            enable_internet=True,
+            docker_image=image,
+            requirements=requirements,
+            control_poll_seconds=45.0,
+            dataset_sources=["alice/extra-data"],
+        )
+        segment = SegmentSpec(JOB, 0, TRAINER, {}, 100, 3600.7)
+        launched = backend.launch(LaunchRequest(f"{JOB}-00000", segment, None))
+        ref = f"alice/{kernel_slug(JOB)}"
+        with emulator.state.lock:
+            kernel = emulator.state.kernels.kernels[ref]
+            request, [session] = kernel.request, list(kernel.sessions)
+        assert emulator.push_counts == {ref: 1}
+    assert (request.machine_shape, session.accelerator) == ("TpuV5E8", "tpu")
+    assert (request.session_timeout_seconds, session.limit_seconds) == (3600, 3600)
+    assert (request.enable_internet, request.is_private, request.docker_image) == (
+        True,
+        True,
+        image,
+    )
+    # The user's data, and the wheel set unpinned: its newest version is built for this image.
+    assert request.dataset_sources == ["alice/extra-data", f"alice/{wheels}"]
+    options = embedded_options(session.script)
+    assert (options.promised_tpu, options.promised_gpus) == (True, 0)
+    assert options.requirements == requirements
+    assert options.wheels == WheelSet("alice", wheels, attached=True)
+    # Claimed for the account, whose other jobs may use the same set.
+    assert WheelSetUsers(tmp_path / "kaggle", "alice").claimed_by(JOB) == [wheels]
+    assert options.checkpoint_dataset == dataset_slug(JOB)
+    assert (options.checkpoint_file, options.chain) == (None, None)
+    assert options.publish == Publish("alice", checkpoint_slug(JOB, 0))
+    # The job's own channel: a pause or cancel of another job never reaches this kernel.
+    assert options.control == KernelControl("alice", control_slug(JOB), 45.0)
+    assert KaggleHandle.decode(launched) == KaggleHandle(ref, 0, 1, JOB, 3600.0, 0)
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "shape", "gpus", "tpu"),
+    [("t4x2", "NvidiaTeslaT4", 2, False), ("tpu", "TpuV5E8", 0, True)],
+)
+def test_a_self_chaining_kernel_is_told_to_push_its_successor_as_it_was_pushed(
+    tmp_path: Path, accelerator: str, shape: str, gpus: int, tpu: bool
+) -> None:
+    """A self-chaining job: the kernel pushes its successor to its own slug, the same way,
+    naming its checkpoint as the account accepts (unpinned where Kaggle refused a pin), sized to
+    its accelerator's quota (a TPU's is its own) less the job's reserve. Its requirements, with
+    wheel sets turned off, are installed from the index."""
+    clock = ManualClock()
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, clock=clock) as emulator:
+        backend = _backend(
+            account_on(emulator),
+            tmp_path,
+            clock,
+            accelerator=accelerator,
+            self_chain=True,
+            enable_internet=True,
+            quota_reserve_seconds=600.0,
+            control_poll_seconds=0.0,
+            requirements=["tqdm==4.66.1"],
+            wheel_set=False,
+        )
+        backend.findings.update(pinned_sources=False)
+        segment = SegmentSpec(JOB, 0, TRAINER, {}, 100, 1200.0)
+        backend.launch(LaunchRequest(f"{JOB}-00000", segment, None))
+        [session] = emulator.sessions(f"alice/{kernel_slug(JOB)}")
+    options = embedded_options(session.script)
+    assert (options.promised_gpus, options.promised_tpu) == (gpus, tpu)
+    # One dataset for the whole chain, which every kernel of the job publishes to itself.
+    assert (options.checkpoint_dataset, options.publish) == (dataset_slug(JOB), None)
+    assert options.control is None  # it does not listen: control_poll_seconds is 0
+    # Wheel sets turned off: each session pip-installs the requirements from the index.
+    assert (options.requirements, options.wheels) == (["tqdm==4.66.1"], None)
+    assert backend.wheel_users.claimed_by(JOB) == []
+    push = KernelPush(shape, 1200, True, True, [], [], [], None)
+    assert options.chain == SelfChain(
+        username="alice",
+        kernel_slug=kernel_slug(JOB),
+        push=asdict(push),
+        pinned_sources=False,
+        uses_quota=True,
+        tpu=tpu,
+        quota_reserve_seconds=600.0,
+        min_session_seconds=MIN_SESSION_SECONDS,
+    )
+
+
+def test_a_handle_reads_back_as_written_and_an_older_or_newer_baton_s_handle_reads_too() -> None:
+    """The engine stores the handle a launch answered and hands it back on every call: it reads
+    back whole; one stored by an older Baton (no job, limit or start step: an adopted push
+    records none either) reads with those unknown; one with a field this Baton does not know is
+    read for the fields it does."""
+    handle = KaggleHandle("alice/baton-j1", 3, 4, JOB, 3600.0, 120)
+    assert KaggleHandle.decode(handle.encode()) == handle
+    older = json.dumps({"kernel": "alice/baton-j1", "segment_index": 3, "version": None})
+    assert KaggleHandle.decode(older) == KaggleHandle("alice/baton-j1", 3, None, "", 0.0, 0)
+    newer = json.dumps({**json.loads(handle.encode()), "queued_on": "a GPU"})
+    assert KaggleHandle.decode(newer) == handle
+    # A launch id names its segment (a kernel's first lines carry it): padded to 4 or 5 digits.
+    assert [segment_of(f"{JOB}-0012"), segment_of(f"{JOB}-00012")] == [12, 12]
+    # Each version of a segment is its own session to the stale clock.
+    assert (
+        len({handle.key, replace(handle, version=5).key, replace(handle, segment_index=4).key}) == 3
+    )
+
+
+def test_each_job_s_kernel_and_datasets_are_its_own_and_a_wheel_set_is_shared_by_requirements() -> (
+    None
+):
+    """Retention deletes a job's checkpoint datasets by name: no name of one job is a name of
+    another's, nor of its other segments'. A wheel set is named by the requirements (in any
+    order or spacing) and the image, so jobs that install the same on the same image share it,
+    and never take a checkpoint dataset for one."""
+    jobs = ["j0123456789ab", "j0123456789ac"]
+    names = [
+        [kernel_slug(job), dataset_slug(job), *(checkpoint_slug(job, i) for i in (0, 1, 10))]
+        for job in jobs
+    ]
+    assert len({name for job_names in names for name in job_names}) == 10
+    assert all(jobs[0] in name for name in names[0])
+    image = "gcr.io/kaggle-images/python:v150"
+    shared = wheelset_slug(["tqdm==4.66.1", "rich"], image)
+    assert wheelset_slug(["rich", " tqdm==4.66.1"], image) == shared
+    others = {
+        wheelset_slug(["tqdm==4.66.1"], image),
+        wheelset_slug(["tqdm==4.66.1", "rich"], None),
+        wheelset_slug(["tqdm==4.66.1", "rich"], "gcr.io/kaggle-images/python:v151"),
+    }
+    assert shared not in others
+    assert len(others) == 3
+    # A source Kaggle cannot mount fails the launch, unless it is the wheel set (the session
+    # then pip-installs from the index): a checkpoint is never taken for one.
+    assert _is_wheel_set(f"alice/{shared}")
+    sources = [f"alice/{name}" for job_names in names for name in job_names]
+    assert not any(_is_wheel_set(source) for source in [*sources, f"{WHEELSET_PREFIX}x/data"])
+
+
+def test_a_trainer_found_only_on_the_trainer_paths_travels_in_the_kernel_s_code(
+    tmp_path: Path,
+) -> None:
+    """BATON_TRAINER_PATHS: a kernel reaches nothing of the orchestrator's disk, so the
+    operator's trainer package, on no import path, is embedded in the code it is pushed with."""
+    package = tmp_path / "operator-code" / "site_trainers_k"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text("class SiteTrainer:\n    pass\n")
+    clock = ManualClock()
+    with start_emulator(tmp_path / "emulator", **FAST_EMULATOR, clock=clock) as emulator:
+        options = KaggleSpec.model_validate(kaggle_spec({"accelerator": "none"})["kaggle"])
+        backend = KaggleBackend(
+            account_on(emulator),
+            JOB,
+            options,
+            tmp_path / "kaggle" / JOB,
+            trainer_paths=[package.parent],
+        )
+        segment = SegmentSpec(JOB, 0, "site_trainers_k.model:SiteTrainer", {}, 100, 60.0)
+        backend.launch(LaunchRequest(f"{JOB}-00000", segment, None))
+        [session] = emulator.sessions(f"alice/{kernel_slug(JOB)}")
+    code = re.search(r'^CODE = "(.*)"$', session.script, re.MULTILINE)
+    assert code is not None
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(code.group(1))), mode="r:gz") as tar:
+        names = tar.getnames()
+    assert "site_trainers_k/model.py" in names

@@ -22,6 +22,7 @@ from orchestrator.backends.kaggle.backend import (
     dataset_slug,
     kernel_slug,
 )
+from orchestrator.backends.kaggle.findings import AccountFindings
 from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR, kaggle_spec
 from tests.kaggle_emulator import Emulator, start_emulator
@@ -29,6 +30,7 @@ from tests.kaggle_emulator.kernel_sessions import WorkerStatus
 from tests.support.kaggle import (
     account_on,
     committed_checkpoint,
+    embedded_options,
     publish_until_settled,
     script_leaving,
 )
@@ -66,9 +68,10 @@ def _expect(segment_index: int) -> CheckpointRef:
     return CheckpointRef(JOB, segment_index, (segment_index + 1) * STEPS_PER_SEGMENT)
 
 
-def _resume(backend: KaggleBackend, tmp_path: Path, segment_index: int) -> None:
+def _resume(backend: KaggleBackend, tmp_path: Path, segment_index: int) -> KaggleHandle:
     """Launch `segment_index` from its predecessor's stored checkpoint as the engine does: ask
-    again on every Transient (a dataset still processing, the session cap) until it is pushed."""
+    again on every Transient (a dataset still processing, the session cap) until it is pushed;
+    the handle the launch answered."""
     expect = _expect(segment_index - 1)
     store = tmp_path / "store" / f"{expect.segment_index:05d}"
     if not store.exists():
@@ -80,8 +83,7 @@ def _resume(backend: KaggleBackend, tmp_path: Path, segment_index: int) -> None:
     deadline = time.monotonic() + 60
     while True:
         try:
-            backend.launch(request)
-            return
+            return KaggleHandle.decode(backend.launch(request))
         except Transient:
             assert time.monotonic() < deadline, f"segment {segment_index} was never pushed"
             time.sleep(0.1)
@@ -261,3 +263,56 @@ def test_a_final_checkpoint_its_session_published_is_fetched_verified_and_its_da
     assert not (store / REMOTE_FILE).exists()  # held here, not a stub
     assert verify_checkpoint(store, expect).step == 50
     assert left == []
+
+
+def test_an_account_that_refuses_pinned_versions_gets_each_checkpoint_named_unpinned_after_once(
+    tmp_path: Path,
+) -> None:
+    """Kaggle will not mount `owner/slug/N` for this account: the first resumed segment's push
+    is answered with its checkpoint left out, which the backend records, never a refusal of the
+    job (that session's worker rejects the missing checkpoint at once); from then on each
+    segment names its checkpoint's own dataset unpinned, which holds that one checkpoint, and
+    mounts it. Each handle says the step its segment starts from."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"}), "pinned_sources": False}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2)
+        first = _resume(backend, tmp_path, 1)
+        # Recorded for the account: `baton kaggle check` and its other jobs read it there.
+        refused = AccountFindings.for_account(tmp_path / "kaggle", "alice").load().pinned_sources
+        second = _resume(backend, tmp_path, 2)
+        sessions = emulator.sessions(f"alice/{kernel_slug(JOB)}")
+    assert refused is False
+    assert [(h.segment_index, h.version, h.start_step) for h in (first, second)] == [
+        (1, 1, _expect(0).step),
+        (2, 2, _expect(1).step),
+    ]
+    mounted = [[m.source.as_posix() for m in s.mounts] for s in sessions]
+    assert not any(checkpoint_slug(JOB, 0) in source for source in mounted[0]), mounted
+    assert any(f"/alice/{checkpoint_slug(JOB, 1)}/" in source for source in mounted[1]), mounted
+    told = [embedded_options(s.script) for s in sessions]
+    assert [o.checkpoint_dataset for o in told] == [
+        checkpoint_slug(JOB, 0),
+        checkpoint_slug(JOB, 1),
+    ]
+    assert all(o.checkpoint_file for o in told), told
+
+
+def test_a_job_that_keeps_every_checkpoint_publishes_each_as_a_version_of_its_one_dataset(
+    tmp_path: Path,
+) -> None:
+    """`keep_versions: 0` keeps them all: each checkpoint is a new version of the job's one
+    dataset (the client deletes datasets, never versions), each segment mounts its own version,
+    and nothing is deleted."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=0)
+        for segment_index in (1, 2):
+            _resume(backend, tmp_path, segment_index)
+        sessions = emulator.sessions(f"alice/{kernel_slug(JOB)}")
+        datasets = _checkpoint_datasets(emulator)
+    assert datasets == [dataset_slug(JOB)]
+    assert emulator.calls("DeleteDataset") == []
+    for version, session in enumerate(sessions, start=1):
+        sources = [m.source.as_posix() for m in session.mounts]
+        assert any(s.endswith(f"/alice/{dataset_slug(JOB)}/{version}") for s in sources), sources
+        assert embedded_options(session.script).checkpoint_dataset == dataset_slug(JOB)
