@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -536,7 +536,36 @@ def test_one_user_s_backlog_never_holds_back_another_user_s_notification(
 LOOP_INTERVAL = 0.01
 
 
-class CountedPasses(Deliveries):
+class WatchedLoop(NotifierLoop):
+    """The loop, with `ended` set when its thread ends: only stop() may end it."""
+
+    def __init__(self, db: Database, post: Any, deliveries: Deliveries) -> None:
+        super().__init__(db, LOOP_INTERVAL, post=post, deliveries=deliveries)
+        self.ended = threading.Event()
+
+    def _run(self) -> None:
+        try:
+            super()._run()
+        finally:
+            self.ended.set()
+
+
+class LoopWatcher:
+    """Waits on what the loop does, failing at once if its thread has ended (a loop that died
+    does nothing more), else after the hang guard."""
+
+    loop: WatchedLoop | None = None
+
+    def _until(self, changed: threading.Condition, done: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + HANG_GUARD_SECONDS
+        with changed:
+            while not done():
+                assert self.loop is None or not self.loop.ended.is_set(), f"loop ended: {what}"
+                assert time.monotonic() < deadline, f"hung waiting for {what}"
+                changed.wait(0.1)
+
+
+class CountedPasses(Deliveries, LoopWatcher):
     """The loop's Deliveries, counting its passes: each pass takes the outcomes once, last."""
 
     def __init__(self) -> None:
@@ -553,12 +582,11 @@ class CountedPasses(Deliveries):
 
     def wait_passes(self, more: int) -> None:
         """Until `more` passes have ended after this call."""
-        with self._passed:
-            target = self.passes + more
-            assert self._passed.wait_for(lambda: self.passes >= target, HANG_GUARD_SECONDS)
+        target = self.passes + more
+        self._until(self._passed, lambda: self.passes >= target, f"{more} passes")
 
 
-class ScriptedReceiver:
+class ScriptedReceiver(LoopWatcher):
     """Records each POST; answers a URL's scripted codes first, then 200; holds every POST while
     `hold` is set, until `open()`."""
 
@@ -579,8 +607,7 @@ class ScriptedReceiver:
         return scripted.pop(0) if scripted else 200
 
     def wait_posted(self, count: int) -> None:
-        with self._arrived:
-            assert self._arrived.wait_for(lambda: len(self.posted) >= count, HANG_GUARD_SECONDS)
+        self._until(self._arrived, lambda: len(self.posted) >= count, f"{count} POSTs")
 
     def open(self) -> None:
         self._open.set()
@@ -601,8 +628,17 @@ def loops() -> Iterator[list[NotifierLoop]]:
         loop.stop()
 
 
-def _start_loop(loops: list[NotifierLoop], db: Database, post: Any, passes: Deliveries) -> None:
-    loop = NotifierLoop(db, LOOP_INTERVAL, post=post, deliveries=passes)
+def _start_loop(
+    loops: list[NotifierLoop],
+    db: Database,
+    post: Any,
+    passes: CountedPasses,
+    receiver: ScriptedReceiver | None = None,
+) -> None:
+    loop = WatchedLoop(db, post, passes)
+    passes.loop = loop
+    if receiver is not None:
+        receiver.loop = loop
     loops.append(loop)
     loop.start()
 
@@ -612,7 +648,7 @@ def test_the_loop_posts_each_event_once_and_a_later_event_at_a_later_pass(
 ) -> None:
     _hooked_jobs(sqlite_db, {"alice": 2})
     receiver, passes = ScriptedReceiver(), CountedPasses()
-    _start_loop(loops, sqlite_db, receiver.post, passes)
+    _start_loop(loops, sqlite_db, receiver.post, passes, receiver)
     receiver.wait_posted(2)
     passes.wait_passes(3)  # passes after the POSTs ended find nothing new
     _hooked_jobs(sqlite_db, {"bob": 1})  # an event while the loop runs
@@ -633,7 +669,7 @@ def test_the_loop_holds_the_caps_across_passes_and_never_waits_on_a_receiver(
 ) -> None:
     _hooked_jobs(sqlite_db, {"alice": 6})
     receiver, passes = ScriptedReceiver(hold=True), CountedPasses()
-    _start_loop(loops, sqlite_db, receiver.post, passes)
+    _start_loop(loops, sqlite_db, receiver.post, passes, receiver)
     receiver.wait_posted(4)
     # Passes go on while alice's four POSTs hang, and start none of her two left: the per-user
     # cap spans the loop's passes, not one pass.
@@ -657,7 +693,7 @@ def test_the_loop_retries_a_failed_post_at_a_later_pass_until_it_is_taken(
     failing = "https://hooks.example.com/alice/0"
     _hooked_jobs(sqlite_db, {"alice": 1, "bob": 1})
     receiver, passes = ScriptedReceiver(codes={failing: [500]}), CountedPasses()
-    _start_loop(loops, sqlite_db, receiver.post, passes)
+    _start_loop(loops, sqlite_db, receiver.post, passes, receiver)
     receiver.wait_posted(3)  # the 500, bob's, and alice's retry (webhooks.retry_delay: 2 s on)
     passes.wait_passes(3)
     assert Counter(receiver.posted) == {failing: 2, "https://hooks.example.com/bob/0": 1}
@@ -686,7 +722,7 @@ def test_a_pass_the_database_fails_is_followed_by_one_that_delivers(
     flaky = DatabaseAwayOnce(str(sqlite_db.engine.url))
     receiver, passes = ScriptedReceiver(), CountedPasses()
     try:
-        _start_loop(loops, flaky, receiver.post, passes)
+        _start_loop(loops, flaky, receiver.post, passes, receiver)
         receiver.wait_posted(1)
         passes.wait_passes(2)
     finally:
