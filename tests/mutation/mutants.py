@@ -1687,4 +1687,20 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="Kaggle first contact",
         ci=True,
     ),
+    # --- sweep round 2026-11-28b (sweepr): the embedded notifier loop --------------------------
+    Mutant(
+        # `baton serve`'s notifier thread ends at the first database error (a restart, a lost
+        # connection): no webhook is posted again until the server restarts.
+        "notifier-loop-ends-at-a-database-error",
+        "notifier",
+        "orchestrator/notifier.py",
+        "            except SQLAlchemyError:  # the database away for a moment: the next pass",
+        "            except ZeroDivisionError:  # the database away for a moment: the next pass",
+        (
+            "tests/orchestrator/test_notifier.py::test_a_pass_the_database_fails_is_followed_"
+            "by_one_that_delivers",
+        ),
+        guarantee="webhook delivery",
+        ci=True,
+    ),
 )

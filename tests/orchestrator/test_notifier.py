@@ -5,10 +5,12 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,16 +18,20 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from orchestrator import notifier
 from orchestrator.celery_app import NOTIFY_QUEUE, NOTIFY_TASK, make_app
 from orchestrator.cli.workers import worker_argv
 from orchestrator.config import Settings
 from orchestrator.db import Database
-from orchestrator.models import Job, User
+from orchestrator.models import Event, Job, User
 from orchestrator.notifier import (
     NOT_DELIVERED,
     Deliveries,
+    NotifierLoop,
     PassReport,
     deliver_due_notifications,
     enqueue_new_events,
@@ -438,7 +444,9 @@ class HeldReceiver:
 HANG_GUARD_SECONDS = 60.0  # only a hung test waits this long
 
 
-def _hooked_jobs(db: Database, hooks: dict[str, int]) -> None:
+def _hooked_jobs(
+    db: Database, hooks: dict[str, int], base: str = "https://hooks.example.com"
+) -> None:
     """For each user, in order, a cancelled job with that many webhooks (at most 5 a job, more in
     a second job): each hook's URL names its user and its number."""
     with db.transaction() as session:
@@ -446,7 +454,7 @@ def _hooked_jobs(db: Database, hooks: dict[str, int]) -> None:
             session.add(User(id=user, name=user))
         session.flush()
         for user, count in hooks.items():
-            urls = [f"https://hooks.example.com/{user}/{n}" for n in range(count)]
+            urls = [f"{base}/{user}/{n}" for n in range(count)]
             for start in range(0, count, 5):
                 job_id = f"{user}-{start}"
                 spec = job_spec(notify={"webhooks": urls[start : start + 5]})
@@ -521,3 +529,234 @@ def test_one_user_s_backlog_never_holds_back_another_user_s_notification(
             receiver.wait_held(held)
     # Two of alice's per pass until she has 4 in flight; the third pass lists bob's.
     assert _users(receiver.release(deliveries)) == {"alice": 4, "bob": 1}
+
+
+# The embedded loop (`baton serve`'s NotifierLoop), on SQLite in-process. It reads the wall clock
+# itself, so these tests wait on what it does (a POST arriving, a pass ending), never on time.
+LOOP_INTERVAL = 0.01
+
+
+class WatchedLoop(NotifierLoop):
+    """The loop, with `ended` set when its thread ends: only stop() may end it."""
+
+    def __init__(self, db: Database, post: Any, deliveries: Deliveries) -> None:
+        super().__init__(db, LOOP_INTERVAL, post=post, deliveries=deliveries)
+        self.ended = threading.Event()
+
+    def _run(self) -> None:
+        try:
+            super()._run()
+        finally:
+            self.ended.set()
+
+
+class LoopWatcher:
+    """Waits on what the loop does, failing at once if its thread has ended (a loop that died
+    does nothing more), else after the hang guard."""
+
+    loop: WatchedLoop | None = None
+
+    def _until(self, changed: threading.Condition, done: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + HANG_GUARD_SECONDS
+        with changed:
+            while not done():
+                assert self.loop is None or not self.loop.ended.is_set(), f"loop ended: {what}"
+                assert time.monotonic() < deadline, f"hung waiting for {what}"
+                changed.wait(0.1)
+
+
+class CountedPasses(Deliveries, LoopWatcher):
+    """The loop's Deliveries, counting its passes: each pass takes the outcomes once, last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passes = 0
+        self._passed = threading.Condition()
+
+    def take_outcomes(self) -> list[str]:
+        taken = super().take_outcomes()
+        with self._passed:
+            self.passes += 1
+            self._passed.notify_all()
+        return taken
+
+    def wait_passes(self, more: int) -> None:
+        """Until `more` passes have ended after this call."""
+        target = self.passes + more
+        self._until(self._passed, lambda: self.passes >= target, f"{more} passes")
+
+
+class ScriptedReceiver(LoopWatcher):
+    """Records each POST; answers a URL's scripted codes first, then 200; holds every POST while
+    `hold` is set, until `open()`."""
+
+    def __init__(self, codes: dict[str, list[int]] | None = None, hold: bool = False) -> None:
+        self.posted: list[str] = []
+        self.codes = codes or {}
+        self._arrived = threading.Condition()
+        self._open = threading.Event()
+        if not hold:
+            self._open.set()
+
+    def post(self, url: str, body: dict[str, Any]) -> int:
+        with self._arrived:
+            self.posted.append(url)
+            self._arrived.notify_all()
+        assert self._open.wait(HANG_GUARD_SECONDS)
+        scripted = self.codes.get(url, [])
+        return scripted.pop(0) if scripted else 200
+
+    def wait_posted(self, count: int) -> None:
+        self._until(self._arrived, lambda: len(self.posted) >= count, f"{count} POSTs")
+
+    def open(self) -> None:
+        self._open.set()
+
+
+def _kinds(db: Database, job_id: str) -> list[str]:
+    with db.transaction() as session:
+        query = select(Event.kind).where(Event.job_id == job_id).order_by(Event.id)
+        return [kind for kind in session.scalars(query) if kind.startswith("notification")]
+
+
+@pytest.fixture
+def loops() -> Iterator[list[NotifierLoop]]:
+    """Loops a test starts, stopped at its end however it ends."""
+    started: list[NotifierLoop] = []
+    yield started
+    for loop in started:
+        loop.stop()
+
+
+def _start_loop(
+    loops: list[NotifierLoop],
+    db: Database,
+    post: Any,
+    passes: CountedPasses,
+    receiver: ScriptedReceiver | None = None,
+) -> None:
+    loop = WatchedLoop(db, post, passes)
+    passes.loop = loop
+    if receiver is not None:
+        receiver.loop = loop
+    loops.append(loop)
+    loop.start()
+
+
+def test_the_loop_posts_each_event_once_and_a_later_event_at_a_later_pass(
+    sqlite_db: Database, loops: list[NotifierLoop]
+) -> None:
+    _hooked_jobs(sqlite_db, {"alice": 2})
+    receiver, passes = ScriptedReceiver(), CountedPasses()
+    _start_loop(loops, sqlite_db, receiver.post, passes, receiver)
+    receiver.wait_posted(2)
+    passes.wait_passes(3)  # passes after the POSTs ended find nothing new
+    _hooked_jobs(sqlite_db, {"bob": 1})  # an event while the loop runs
+    receiver.wait_posted(3)
+    passes.wait_passes(3)
+    loops.pop().stop()
+    assert Counter(receiver.posted) == {
+        "https://hooks.example.com/alice/0": 1,
+        "https://hooks.example.com/alice/1": 1,
+        "https://hooks.example.com/bob/0": 1,
+    }
+    assert _kinds(sqlite_db, "alice-0") == ["notification_sent"] * 2
+    assert _kinds(sqlite_db, "bob-0") == ["notification_sent"]
+
+
+def test_the_loop_holds_the_caps_across_passes_and_never_waits_on_a_receiver(
+    sqlite_db: Database, loops: list[NotifierLoop]
+) -> None:
+    _hooked_jobs(sqlite_db, {"alice": 6})
+    receiver, passes = ScriptedReceiver(hold=True), CountedPasses()
+    _start_loop(loops, sqlite_db, receiver.post, passes, receiver)
+    receiver.wait_posted(4)
+    # Passes go on while alice's four POSTs hang, and start none of her two left: the per-user
+    # cap spans the loop's passes, not one pass.
+    passes.wait_passes(3)
+    assert _users(receiver.posted) == {"alice": 4}
+    _hooked_jobs(sqlite_db, {"bob": 1})
+    receiver.wait_posted(5)  # another user's event is posted while alice's still hang
+    assert _users(receiver.posted) == {"alice": 4, "bob": 1}
+    receiver.open()
+    receiver.wait_posted(7)
+    passes.wait_passes(3)
+    assert Counter(receiver.posted) == {
+        **{f"https://hooks.example.com/alice/{n}": 1 for n in range(6)},
+        "https://hooks.example.com/bob/0": 1,
+    }
+
+
+def test_the_loop_retries_a_failed_post_at_a_later_pass_until_it_is_taken(
+    sqlite_db: Database, loops: list[NotifierLoop]
+) -> None:
+    failing = "https://hooks.example.com/alice/0"
+    _hooked_jobs(sqlite_db, {"alice": 1, "bob": 1})
+    receiver, passes = ScriptedReceiver(codes={failing: [500]}), CountedPasses()
+    _start_loop(loops, sqlite_db, receiver.post, passes, receiver)
+    receiver.wait_posted(3)  # the 500, bob's, and alice's retry (webhooks.retry_delay: 2 s on)
+    passes.wait_passes(3)
+    assert Counter(receiver.posted) == {failing: 2, "https://hooks.example.com/bob/0": 1}
+    assert _kinds(sqlite_db, "alice-0") == ["notification_retry", "notification_sent"]
+    assert _kinds(sqlite_db, "bob-0") == ["notification_sent"]
+
+
+class DatabaseAwayOnce(Database):
+    """The database away for the loop's first transaction (a restart, a lost connection)."""
+
+    away = True
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        if self.away:
+            self.away = False
+            raise OperationalError("BEGIN", {}, Exception("server closed the connection"))
+        with super().transaction() as session:
+            yield session
+
+
+def test_a_pass_the_database_fails_is_followed_by_one_that_delivers(
+    sqlite_db: Database, loops: list[NotifierLoop]
+) -> None:
+    _hooked_jobs(sqlite_db, {"alice": 1})
+    flaky = DatabaseAwayOnce(str(sqlite_db.engine.url))
+    receiver, passes = ScriptedReceiver(), CountedPasses()
+    try:
+        _start_loop(loops, flaky, receiver.post, passes, receiver)
+        receiver.wait_posted(1)
+        passes.wait_passes(2)
+    finally:
+        loops.pop().stop()
+        flaky.dispose()
+    assert receiver.posted == ["https://hooks.example.com/alice/0"]
+
+
+def test_stop_cuts_a_post_in_flight_and_its_row_is_retried_later(
+    sqlite_db: Database, loops: list[NotifierLoop]
+) -> None:
+    """A receiver that takes the request and never answers, and a client whose own deadline is
+    an hour: only stop() ends that POST."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    requested = threading.Event()
+    held: list[socket.socket] = []
+
+    def take_and_hold() -> None:
+        conn, _ = listener.accept()
+        held.append(conn)
+        conn.recv(65536)
+        requested.set()
+
+    threading.Thread(target=take_and_hold, daemon=True).start()
+    _hooked_jobs(sqlite_db, {"alice": 1}, base=f"http://127.0.0.1:{listener.getsockname()[1]}")
+    client = WebhookClient(parse_networks(LOOPBACK), deadline_seconds=3600.0)
+    passes = CountedPasses()
+    try:
+        _start_loop(loops, sqlite_db, client, passes)
+        assert requested.wait(HANG_GUARD_SECONDS)
+        loops.pop().stop()
+        assert passes.wait_idle(HANG_GUARD_SECONDS)  # the hour-long POST was cut
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+    assert _kinds(sqlite_db, "alice-0") == ["notification_retry"]

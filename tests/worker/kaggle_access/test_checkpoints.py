@@ -295,6 +295,27 @@ def test_publishing_uploads_the_committed_files_without_writing_them_a_second_ti
         assert (target / CHECKPOINT_DIR / path).read_bytes() == content
 
 
+def test_a_staging_cut_midway_is_made_again_whole_and_the_checkpoint_is_sent(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    """A process killed while it staged (an orchestrator restarted, a kernel at its limit) leaves
+    the half-made folder behind: the next publish makes it again from the checkpoint, never
+    fails on it, and sends nothing of the half-made one."""
+    checkpoint = committed_checkpoint(tmp_path / "ckpt")
+    staging = tmp_path / "staging"
+    name = published_name(EXPECT, checkpoint)
+    half_made = staging / f"{name}.staged.partial"
+    half_made.mkdir(parents=True)
+    (half_made / "left-by-the-killed-staging.bin").write_bytes(b"x" * 10)
+    dataset = CheckpointDataset(alice, "baton-ckpt-j1", staging)
+    with pytest.raises(Transient):  # sent: Kaggle processes it
+        dataset.ensure_published(EXPECT, checkpoint)
+    assert dataset.upload_confirmed(name)
+    size = sum(path.stat().st_size for path in checkpoint.rglob("*") if path.is_file())
+    assert dataset.staged_bytes(name) == size
+    assert not [path for path in staging.rglob("left-by-the-killed-staging.bin")]
+
+
 def _segment(tmp_path: Path, ref: CheckpointRef) -> tuple[Path, Path]:
     """A self-chaining segment's output: its checkpoint (two files whose bytes name the
     segment) and its result."""
