@@ -41,6 +41,8 @@ from worker.boundary.transport import (
     REMOTE_FILE,
     Published,
     RemoteCopy,
+    read_remote,
+    verify_stored,
     write_stub,
 )
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
@@ -93,21 +95,24 @@ def _checkpoint_datasets(emulator: Emulator) -> list[str]:
     return sorted(s for s in slugs if s.startswith(dataset_slug(JOB)))
 
 
-def _final_output(made: Path, segment_index: int) -> Path:
-    """What the job's last segment leaves in `made`: its checkpoint (returned) and a result
-    saying the job completed."""
+def _final_output(
+    made: Path,
+    segment_index: int,
+    outcome: str = "completed",
+    model: bytes = bytes(range(256)) * 16,
+) -> Path:
+    """What the job's last segment leaves in `made` (or, with another `outcome`, any segment
+    that committed): its checkpoint (returned, its weights `model`) and its result."""
     expect = _expect(segment_index)
     checkpoint = made / CHECKPOINT_DIR
     checkpoint.mkdir(parents=True)
-    (checkpoint / "model.bin").write_bytes(bytes(range(256)) * 16)
+    (checkpoint / "model.bin").write_bytes(model)
     digest = "f" * 64
     write_manifest(
         checkpoint, job_id=JOB, segment_index=segment_index, step=expect.step, model_digest=digest
     )
     start = expect.step - STEPS_PER_SEGMENT
-    result = SegmentResult(
-        JOB, segment_index, "completed", start, expect.step, 60, model_digest=digest
-    )
+    result = SegmentResult(JOB, segment_index, outcome, start, expect.step, 60, model_digest=digest)
     result.write(made / RESULT_FILE)
     return checkpoint
 
@@ -261,3 +266,66 @@ def test_a_final_checkpoint_its_session_published_is_fetched_verified_and_its_da
     assert not (store / REMOTE_FILE).exists()  # held here, not a stub
     assert verify_checkpoint(store, expect).step == 50
     assert left == []
+
+
+def test_a_checkpoint_its_session_published_is_kept_as_a_stub_and_never_crosses_the_link(
+    tmp_path: Path,
+) -> None:
+    """Segment 3 published its checkpoint itself and stopped at its deadline: collect checks
+    Kaggle's copy on a sample and keeps a stub naming that version, for the next segment to
+    mount; the weights never cross the orchestrator's link, the dataset stays, and a collect
+    asked again (its answer lost to a restart) downloads nothing."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2, enable_internet=True)
+        expect = _expect(3)
+        weights = bytes(range(256)) * 1024  # 256 KiB: past the check's sample
+        checkpoint = _final_output(tmp_path / "made", 3, "deadline", weights)
+        slug = checkpoint_slug(JOB, 3)
+        own = CheckpointDataset(backend.account, slug, tmp_path / "session" / "publish")
+        result = tmp_path / "made" / RESULT_FILE
+        published = publish_until_settled(own, checkpoint, expect=expect, result=result)
+        assert isinstance(published, PublishedCheckpoint), published
+        size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
+        Published(slug, published.file_name, size, 2.5).write(tmp_path / "made" / PUBLISH_FILE)
+        kernel = JobKernel(backend.account, kernel_slug(JOB))
+        pushed = kernel.push(script_leaving(tmp_path / "made"), CPU_PUSH)
+        deadline = time.monotonic() + 120  # a hang guard
+        while emulator.sessions(kernel.ref)[-1].status is not WorkerStatus.COMPLETE:
+            assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
+            time.sleep(0.05)
+
+        handle = KaggleHandle(kernel.ref, 3, pushed.version, JOB, 60.0, 30).encode()
+        store = tmp_path / "store" / "00003"
+        before = emulator.link_bytes()
+        deadline = time.monotonic() + 120  # a hang guard
+        while True:  # asked again on every Transient, as the engine does
+            try:
+                collected = backend.collect(handle, store)
+                break
+            except Transient:
+                assert time.monotonic() < deadline, "never collected"
+                time.sleep(0.1)
+        crossed = emulator.link_bytes() - before
+        again = backend.collect(handle, store)
+        crossed_again = emulator.link_bytes() - before - crossed
+        left = _checkpoint_datasets(emulator)
+        assert emulator.internal_errors == []
+    assert collected.problem is None, collected.problem
+    assert collected.result is not None
+    assert (collected.result.outcome, collected.result.end_step) == (Outcome.DEADLINE, 40)
+    assert collected.result.timings.upload == 2.5  # the session's publishing counts as upload
+    remote = read_remote(store)
+    assert remote is not None  # a stub, naming the very version the session published
+    assert (remote.dataset_ref, remote.version) == (f"alice/{slug}", published.version)
+    assert verify_stored(store, expect).step == 40
+    assert collected.checkpoint == again.checkpoint == store
+    assert collected.transport == again.transport == KERNEL
+    assert collected.link_bytes is not None
+    assert collected.link_bytes < len(weights)
+    assert crossed < len(weights)
+    assert again.manifest == collected.manifest
+    assert (again.link_bytes, crossed_again) == (0, 0)
+    assert left == [slug]
+    # ...and the retried collect still counts the session's publishing as its upload.
+    assert again.result == collected.result
