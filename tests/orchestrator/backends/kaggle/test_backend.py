@@ -122,6 +122,25 @@ def test_another_versions_result_is_rejected(
     assert honest.result.error == "segment 0 says hello"
 
 
+def test_a_session_that_left_no_result_is_collected_as_a_problem_naming_what_kaggle_said(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    """A kernel that failed before writing its result (an import error, an exit) leaves nothing
+    to resume from: collect says so with Kaggle's status and message, and stores nothing."""
+    backend = _backend(alice, tmp_path)
+    kernel = JobKernel(alice, kernel_slug(JOB))
+    kernel.push("import sys\nsys.exit(3)\n", CPU_PUSH)
+    _wait_status(emulator, kernel.ref, 1, {WorkerStatus.ERROR})
+    handle = KaggleHandle(kernel.ref, 0, 1, JOB, 60).encode()
+    store = tmp_path / "store" / "00000"
+    collected = backend.collect(handle, store)
+    assert (collected.result, collected.manifest, collected.checkpoint) == (None, None, None)
+    assert collected.problem is not None
+    assert "left no result.json" in collected.problem
+    assert "exited with code 3" in collected.problem  # Kaggle's own message
+    assert not store.exists()
+
+
 def test_quota_works_when_kaggle_omits_zero_durations(
     emulator: Emulator, alice: KaggleAccount, tmp_path: Path
 ) -> None:
