@@ -141,6 +141,23 @@ def test_a_session_that_left_no_result_is_collected_as_a_problem_naming_what_kag
     assert not store.exists()
 
 
+def test_a_damaged_result_is_collected_as_a_problem_never_read_as_the_segments(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    """A result.json that does not parse (a download cut short, a kernel killed mid-write) says
+    nothing about what the segment did: collect names it and stores nothing."""
+    backend = _backend(alice, tmp_path)
+    kernel = JobKernel(alice, kernel_slug(JOB))
+    kernel.push("open('result.json', 'w').write('{\"job_id\": \"j1\", ')\n", CPU_PUSH)
+    _wait_status(emulator, kernel.ref, 1, {WorkerStatus.COMPLETE})
+    handle = KaggleHandle(kernel.ref, 0, 1, JOB, 60).encode()
+    store = tmp_path / "store" / "00000"
+    collected = backend.collect(handle, store)
+    assert (collected.result, collected.manifest, collected.checkpoint) == (None, None, None)
+    assert (collected.problem or "").startswith("no usable result.json: ")
+    assert not store.exists()
+
+
 def test_quota_works_when_kaggle_omits_zero_durations(
     emulator: Emulator, alice: KaggleAccount, tmp_path: Path
 ) -> None:
