@@ -120,6 +120,7 @@ def test_another_versions_result_is_rejected(
     honest = backend.collect(handle, tmp_path / "store" / "00000")
     assert honest.result is not None
     assert honest.result.error == "segment 0 says hello"
+    assert honest.problem == "segment 0 says hello"  # the reason the job shows: the session's own
 
 
 def test_a_session_that_left_no_result_is_collected_as_a_problem_naming_what_kaggle_said(
