@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.base import LaunchRequest, Rejected, Transient
+from orchestrator.backends.base import Collected, LaunchRequest, Rejected, Transient
 from orchestrator.backends.kaggle.backend import (
     KaggleBackend,
     KaggleHandle,
@@ -37,6 +37,7 @@ from worker.boundary.manifest import sha256_file, verify_checkpoint, write_manif
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
 from worker.boundary.transport import (
     KERNEL,
+    ORCHESTRATOR,
     PUBLISH_FILE,
     REMOTE_FILE,
     Published,
@@ -279,33 +280,11 @@ def test_a_checkpoint_its_session_published_is_kept_as_a_stub_and_never_crosses_
     with start_emulator(tmp_path / "emulator", **options) as emulator:
         backend = _backend(emulator, tmp_path, keep_versions=2, enable_internet=True)
         expect = _expect(3)
-        weights = bytes(range(256)) * 1024  # 256 KiB: past the check's sample
-        checkpoint = _final_output(tmp_path / "made", 3, "deadline", weights)
+        handle, published = _published_and_ended(emulator, backend, tmp_path)
         slug = checkpoint_slug(JOB, 3)
-        own = CheckpointDataset(backend.account, slug, tmp_path / "session" / "publish")
-        result = tmp_path / "made" / RESULT_FILE
-        published = publish_until_settled(own, checkpoint, expect=expect, result=result)
-        assert isinstance(published, PublishedCheckpoint), published
-        size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
-        Published(slug, published.file_name, size, 2.5).write(tmp_path / "made" / PUBLISH_FILE)
-        kernel = JobKernel(backend.account, kernel_slug(JOB))
-        pushed = kernel.push(script_leaving(tmp_path / "made"), CPU_PUSH)
-        deadline = time.monotonic() + 120  # a hang guard
-        while emulator.sessions(kernel.ref)[-1].status is not WorkerStatus.COMPLETE:
-            assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
-            time.sleep(0.05)
-
-        handle = KaggleHandle(kernel.ref, 3, pushed.version, JOB, 60.0, 30).encode()
         store = tmp_path / "store" / "00003"
         before = emulator.link_bytes()
-        deadline = time.monotonic() + 120  # a hang guard
-        while True:  # asked again on every Transient, as the engine does
-            try:
-                collected = backend.collect(handle, store)
-                break
-            except Transient:
-                assert time.monotonic() < deadline, "never collected"
-                time.sleep(0.1)
+        collected = _collected(backend, handle, store)
         crossed = emulator.link_bytes() - before
         again = backend.collect(handle, store)
         crossed_again = emulator.link_bytes() - before - crossed
@@ -322,10 +301,74 @@ def test_a_checkpoint_its_session_published_is_kept_as_a_stub_and_never_crosses_
     assert collected.checkpoint == again.checkpoint == store
     assert collected.transport == again.transport == KERNEL
     assert collected.link_bytes is not None
-    assert collected.link_bytes < len(weights)
-    assert crossed < len(weights)
+    assert collected.link_bytes < len(WEIGHTS)
+    assert crossed < len(WEIGHTS)
     assert again.manifest == collected.manifest
     assert (again.link_bytes, crossed_again) == (0, 0)
     assert left == [slug]
     # ...and the retried collect still counts the session's publishing as its upload.
     assert again.result == collected.result
+
+
+WEIGHTS = bytes(range(256)) * 1024  # 256 KiB: past the published check's sample
+
+
+def _published_and_ended(
+    emulator: Emulator, backend: KaggleBackend, tmp_path: Path
+) -> tuple[str, PublishedCheckpoint]:
+    """Segment 3's session, which published its checkpoint (weights `WEIGHTS`) to a dataset of
+    its own, said so in its output and stopped at its deadline: its handle, once it ended."""
+    expect = _expect(3)
+    checkpoint = _final_output(tmp_path / "made", 3, "deadline", WEIGHTS)
+    slug = checkpoint_slug(JOB, 3)
+    own = CheckpointDataset(backend.account, slug, tmp_path / "session" / "publish")
+    result = tmp_path / "made" / RESULT_FILE
+    published = publish_until_settled(own, checkpoint, expect=expect, result=result)
+    assert isinstance(published, PublishedCheckpoint), published
+    size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
+    Published(slug, published.file_name, size, 2.5).write(tmp_path / "made" / PUBLISH_FILE)
+    kernel = JobKernel(backend.account, kernel_slug(JOB))
+    pushed = kernel.push(script_leaving(tmp_path / "made"), CPU_PUSH)
+    deadline = time.monotonic() + 120  # a hang guard
+    while emulator.sessions(kernel.ref)[-1].status is not WorkerStatus.COMPLETE:
+        assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
+        time.sleep(0.05)
+    return KaggleHandle(kernel.ref, 3, pushed.version, JOB, 60.0, 30).encode(), published
+
+
+def _collected(backend: KaggleBackend, handle: str, store: Path) -> Collected:
+    """Collect as the engine does: asked again on every Transient."""
+    deadline = time.monotonic() + 120  # a hang guard
+    while True:
+        try:
+            return backend.collect(handle, store)
+        except Transient:
+            assert time.monotonic() < deadline, "never collected"
+            time.sleep(0.1)
+
+
+def test_a_published_copy_that_fails_its_check_is_never_used_and_the_outputs_is_held(
+    tmp_path: Path,
+) -> None:
+    """The copy segment 3's session published is damaged on Kaggle (its weights cut short):
+    collect never keeps a stub of it, and holds the output's own copy instead, whole and
+    verified, the next launch uploading it as before."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2, enable_internet=True)
+        handle, _ = _published_and_ended(emulator, backend, tmp_path)
+        dataset = emulator.dataset(f"alice/{checkpoint_slug(JOB, 3)}")
+        assert dataset is not None
+        files = dataset.versions[-1].directory.rglob("*")
+        [weights] = [p for p in files if p.is_file() and p.stat().st_size == len(WEIGHTS)]
+        weights.write_bytes(WEIGHTS[: len(WEIGHTS) // 2])
+        store = tmp_path / "store" / "00003"
+        collected = _collected(backend, handle, store)
+        assert emulator.internal_errors == []
+    assert collected.problem is None, collected.problem
+    assert collected.transport == ORCHESTRATOR
+    assert read_remote(store) is None  # held here, never a stub of the damaged copy
+    assert verify_checkpoint(store, _expect(3)).step == 40
+    assert (store / "model.bin").read_bytes() == WEIGHTS
+    assert collected.link_bytes is not None
+    assert collected.link_bytes > 2 * len(WEIGHTS)  # downloaded here, and uploaded again
