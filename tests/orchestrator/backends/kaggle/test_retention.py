@@ -314,12 +314,12 @@ WEIGHTS = bytes(range(256)) * 1024  # 256 KiB: past the published check's sample
 
 
 def _published_and_ended(
-    emulator: Emulator, backend: KaggleBackend, tmp_path: Path
+    emulator: Emulator, backend: KaggleBackend, tmp_path: Path, outcome: str = "deadline"
 ) -> tuple[str, PublishedCheckpoint]:
     """Segment 3's session, which published its checkpoint (weights `WEIGHTS`) to a dataset of
-    its own, said so in its output and stopped at its deadline: its handle, once it ended."""
+    its own, said so in its output and ended (at its deadline): its handle, once it ended."""
     expect = _expect(3)
-    checkpoint = _final_output(tmp_path / "made", 3, "deadline", WEIGHTS)
+    checkpoint = _final_output(tmp_path / "made", 3, outcome, WEIGHTS)
     slug = checkpoint_slug(JOB, 3)
     own = CheckpointDataset(backend.account, slug, tmp_path / "session" / "publish")
     result = tmp_path / "made" / RESULT_FILE
@@ -372,3 +372,32 @@ def test_a_published_copy_that_fails_its_check_is_never_used_and_the_outputs_is_
     assert (store / "model.bin").read_bytes() == WEIGHTS
     assert collected.link_bytes is not None
     assert collected.link_bytes > 2 * len(WEIGHTS)  # downloaded here, and uploaded again
+
+
+def test_a_final_copy_that_fails_its_full_verification_is_never_held_the_outputs_is(
+    tmp_path: Path,
+) -> None:
+    """The job's last session published its checkpoint, and Kaggle's copy of its weights is
+    damaged past what the check samples (same size, other bytes): fetched whole, it fails
+    verification, so collect holds the output's own copy, whole and verified, and still leaves
+    no dataset behind."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2, enable_internet=True)
+        handle, _ = _published_and_ended(emulator, backend, tmp_path, "completed")
+        dataset = emulator.dataset(f"alice/{checkpoint_slug(JOB, 3)}")
+        assert dataset is not None
+        files = dataset.versions[-1].directory.rglob("*")
+        [weights] = [p for p in files if p.is_file() and p.stat().st_size == len(WEIGHTS)]
+        weights.write_bytes(WEIGHTS[::-1])
+        store = tmp_path / "store" / "00003"
+        collected = _collected(backend, handle, store)
+        left = _checkpoint_datasets(emulator)
+        assert emulator.internal_errors == []
+    assert collected.problem is None, collected.problem
+    assert collected.result is not None
+    assert collected.result.outcome == Outcome.COMPLETED
+    assert read_remote(store) is None  # held here, whole
+    assert verify_checkpoint(store, _expect(3)).step == 40
+    assert (store / "model.bin").read_bytes() == WEIGHTS
+    assert left == []
