@@ -265,6 +265,7 @@ def test_a_final_checkpoint_its_session_published_is_fetched_verified_and_its_da
     assert collected.result.timings.upload == 2.5  # the session's publishing counts as upload
     assert collected.checkpoint == store
     assert not (store / REMOTE_FILE).exists()  # held here, not a stub
+    assert (collected.link_bytes or 0) >= size  # the final model crossed the link, whole
     assert verify_checkpoint(store, expect).step == 50
     assert left == []
 
