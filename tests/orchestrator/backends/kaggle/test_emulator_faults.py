@@ -141,6 +141,7 @@ def test_a_collect_asked_again_holds_the_same_checkpoint_and_downloads_nothing_m
     handle = _pushed_and_complete(emulator, alice, tmp_path)
     output = sum(p.stat().st_size for p in (tmp_path / "made").rglob("*") if p.is_file())
     store = tmp_path / "store" / "00000"
+    store.parent.mkdir()  # the job's store, there already once a segment was collected
     first = backend.collect(handle, store)
     again = backend.collect(handle, store)
     assert first.problem is None
