@@ -1703,4 +1703,34 @@ MUTANTS: tuple[Mutant, ...] = (
         guarantee="webhook delivery",
         ci=True,
     ),
+    Mutant(
+        # A checkpoint left on Kaggle is fetched without hashing its files: a copy damaged on
+        # Kaggle (same size, other bytes) replaces the stub and the next session resumes from it.
+        "kaggle-backend-stub-fetched-unverified",
+        "kaggle",
+        "orchestrator/backends/kaggle/backend.py",
+        "                verify_checkpoint(staging / CHECKPOINT_DIR, expect)\n",
+        "                read_manifest(staging / CHECKPOINT_DIR).check_expected(expect)\n",
+        (
+            "tests/orchestrator/backends/kaggle/test_published_check.py::test_a_copy_that_fails_"
+            "verification_never_replaces_the_stub",
+        ),
+        guarantee="changing backend",
+        ci=True,
+    ),
+    Mutant(
+        # A collect retried after the stub of a published checkpoint was kept forgets the
+        # session's time spent publishing: the next segment is planned without that margin.
+        "kaggle-backend-retried-collect-forgets-publishing",
+        "kaggle",
+        "orchestrator/backends/kaggle/backend.py",
+        "                    result = _with_publish_time(result, seconds)\n",
+        "                    pass\n",
+        (
+            "tests/orchestrator/backends/kaggle/test_retention.py::test_a_checkpoint_its_session_"
+            "published_is_kept_as_a_stub_and_never_crosses_the_link",
+        ),
+        guarantee="learned estimates",
+        ci=True,
+    ),
 )

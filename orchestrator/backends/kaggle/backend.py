@@ -533,8 +533,13 @@ class KaggleBackend:
             if not store.exists():
                 self._take_checkpoint(staging / CHECKPOINT_DIR, store, expect)
             manifest = verify_stored(store, expect)
-            if read_remote(store) is not None:
-                transport = KERNEL  # (a collect retried after the stub was kept)
+            if read_remote(store) is not None and transport == ORCHESTRATOR:
+                # A collect retried after the stub was kept: the session's publishing still
+                # counts as its upload (the planner's margin), as it did the first time.
+                transport = KERNEL
+                with contextlib.suppress(CorruptCheckpoint):
+                    seconds = Published.read(staging / PUBLISH_FILE).seconds
+                    result = _with_publish_time(result, seconds)
             if result.outcome == Outcome.COMPLETED:
                 # The final model is what a user downloads: fetched here once, every file
                 # verified, before the job's datasets on Kaggle are deleted.

@@ -140,6 +140,61 @@ def test_another_versions_result_is_rejected(
     honest = backend.collect(handle, tmp_path / "store" / "00000")
     assert honest.result is not None
     assert honest.result.error == "segment 0 says hello"
+    assert honest.problem == "segment 0 says hello"  # the reason the job shows: the session's own
+
+
+def test_a_session_that_left_no_result_is_collected_as_a_problem_naming_what_kaggle_said(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    """A kernel that failed before writing its result (an import error, an exit) leaves nothing
+    to resume from: collect says so with Kaggle's status and message, and stores nothing."""
+    backend = _backend(alice, tmp_path)
+    kernel = JobKernel(alice, kernel_slug(JOB))
+    kernel.push("import sys\nsys.exit(3)\n", CPU_PUSH)
+    _wait_status(emulator, kernel.ref, 1, {WorkerStatus.ERROR})
+    handle = KaggleHandle(kernel.ref, 0, 1, JOB, 60).encode()
+    store = tmp_path / "store" / "00000"
+    collected = backend.collect(handle, store)
+    assert (collected.result, collected.manifest, collected.checkpoint) == (None, None, None)
+    assert collected.problem is not None
+    assert "left no result.json" in collected.problem
+    assert "exited with code 3" in collected.problem  # Kaggle's own message
+    assert not store.exists()
+
+
+def test_a_damaged_result_is_collected_as_a_problem_never_read_as_the_segments(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    """A result.json that does not parse (a download cut short, a kernel killed mid-write) says
+    nothing about what the segment did: collect names it and stores nothing."""
+    backend = _backend(alice, tmp_path)
+    kernel = JobKernel(alice, kernel_slug(JOB))
+    kernel.push("open('result.json', 'w').write('{\"job_id\": \"j1\", ')\n", CPU_PUSH)
+    _wait_status(emulator, kernel.ref, 1, {WorkerStatus.COMPLETE})
+    handle = KaggleHandle(kernel.ref, 0, 1, JOB, 60).encode()
+    store = tmp_path / "store" / "00000"
+    collected = backend.collect(handle, store)
+    assert (collected.result, collected.manifest, collected.checkpoint) == (None, None, None)
+    assert (collected.problem or "").startswith("no usable result.json: ")
+    assert not store.exists()
+
+
+def test_a_half_written_checkpoint_without_a_result_is_a_problem_never_taken(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+) -> None:
+    """A session cut while it wrote its first checkpoint leaves files but no manifest and no
+    result: nothing was committed, so collect names the missing result and stores nothing."""
+    backend = _backend(alice, tmp_path)
+    kernel = JobKernel(alice, kernel_slug(JOB))
+    script = "import os\nos.makedirs('checkpoint')\nopen('checkpoint/model.bin', 'w').write('x')\n"
+    kernel.push(script, CPU_PUSH)
+    _wait_status(emulator, kernel.ref, 1, {WorkerStatus.COMPLETE})
+    handle = KaggleHandle(kernel.ref, 0, 1, JOB, 60).encode()
+    store = tmp_path / "store" / "00000"
+    collected = backend.collect(handle, store)
+    assert (collected.result, collected.manifest, collected.checkpoint) == (None, None, None)
+    assert (collected.problem or "").startswith("no usable result.json: ")
+    assert not store.exists()
 
 
 def test_quota_works_when_kaggle_omits_zero_durations(

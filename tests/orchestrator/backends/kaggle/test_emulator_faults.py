@@ -18,12 +18,14 @@ from tests.support.kaggle import account_on, script_leaving
 from worker.boundary.contract import SegmentResult
 from worker.boundary.manifest import write_manifest
 from worker.boundary.paths import CHECKPOINT_DIR, RESULT_FILE
+from worker.boundary.transport import ORCHESTRATOR
 from worker.kaggle_access.client import KaggleAccount
 from worker.kaggle_access.kernels import JobKernel, KernelPush
 
 CPU_PUSH = KernelPush(None, 60, False, True, [], [], [], None)
 JOB = "j1"
 STATE = "state.bin"
+SAID = "segment 0 committed step 10"
 
 
 def _backend(
@@ -45,7 +47,7 @@ def _committing_script(tmp_path: Path) -> str:
     SegmentResult(JOB, 0, "deadline", 0, 10, 60, model_digest="d" * 64).write(
         tmp_path / "made" / RESULT_FILE
     )
-    return script_leaving(tmp_path / "made")
+    return script_leaving(tmp_path / "made") + f"print({SAID!r})\n"
 
 
 def _pushed_and_complete(emulator: Emulator, account: KaggleAccount, tmp_path: Path) -> str:
@@ -99,6 +101,9 @@ def test_a_checkpoint_that_never_verifies_is_rejected_after_three_downloads(
     collected = backend.collect(handle, store)
     assert collected.checkpoint is None
     assert (collected.problem or "").startswith("checkpoint rejected:")
+    # ...and the session's own result is kept beside the reason: what it did, and when it ended.
+    assert collected.result is not None
+    assert (collected.result.outcome, collected.result.end_step) == ("deadline", 10)
     assert not store.exists()
     assert len(emulator.calls("ListKernelSessionOutput")) == 3
 
@@ -123,6 +128,34 @@ def test_failing_downloads_are_a_passing_outage_then_the_output_is_collected(
     collected = backend.collect(handle, store)
     assert collected.problem is None
     assert collected.checkpoint == store
+
+
+def test_a_collect_asked_again_holds_the_same_checkpoint_and_downloads_nothing_more(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """A collect asked again (its answer lost to a restart) reads the checkpoint it holds
+    already: verified again, nothing downloaded twice, the output counted once on the
+    orchestrator's link; and the log Kaggle kept with the output is where `log_file` says."""
+    alice = account_on(emulator)
+    backend = _backend(alice, tmp_path)
+    handle = _pushed_and_complete(emulator, alice, tmp_path)
+    output = sum(p.stat().st_size for p in (tmp_path / "made").rglob("*") if p.is_file())
+    store = tmp_path / "store" / "00000"
+    store.parent.mkdir()  # the job's store, there already once a segment was collected
+    first = backend.collect(handle, store)
+    again = backend.collect(handle, store)
+    assert first.problem is None
+    assert again.problem is None
+    assert first.manifest is not None
+    assert (again.result, again.manifest, again.checkpoint) == (first.result, first.manifest, store)
+    assert again.transport == first.transport == ORCHESTRATOR
+    assert len(emulator.calls("ListKernelSessionOutput")) == 1
+    # The output crossed the link once; the next launch uploads the checkpoint again.
+    upload = first.manifest.total_bytes
+    assert (first.link_bytes, again.link_bytes) == (output + upload, upload)
+    log = backend.log_file(handle)
+    assert log is not None
+    assert SAID in log.read_text()
 
 
 def test_a_status_stuck_at_running_is_bounded_by_the_limit_then_collected(

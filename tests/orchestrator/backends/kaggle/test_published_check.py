@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from orchestrator.backends.kaggle import handoff
-from orchestrator.backends.kaggle.backend import KaggleBackend
+from orchestrator.backends.kaggle.backend import DOWNLOAD_ATTEMPTS, KaggleBackend
 from orchestrator.backends.kaggle.handoff import SAMPLE_MAX_BYTES, check_published
 from orchestrator.spec import KaggleSpec
 from tests.factories import FAST_EMULATOR
@@ -281,10 +281,16 @@ def test_a_copy_that_fails_verification_never_replaces_the_stub(
             "baton-ckpt-j1-s3"
         )
     backend = KaggleBackend(alice, "j1", KaggleSpec(), tmp_path / "kaggle" / "j1")
+    before = len(emulator.calls("DownloadDataset"))
     with pytest.raises(CorruptCheckpoint):
         backend.fetch_checkpoint(store, EXPECT)
     assert read_remote(store) is not None  # still the stub, never a damaged checkpoint
     assert verify_stored(store, EXPECT).step == 30
+    # A copy that fails verification is fetched again (a download can come back damaged);
+    # one that is gone is not.
+    tries = len(emulator.calls("DownloadDataset")) - before
+    assert tries == (DOWNLOAD_ATTEMPTS if damage == "swapped" else 1)
+    assert not (tmp_path / "kaggle" / "j1" / "fetch" / store.name).exists()  # nothing left over
 
 
 def test_a_checkpoint_published_as_one_archive_before_the_flat_layout_is_still_read(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.base import LaunchRequest, Rejected, Transient
+from orchestrator.backends.base import Collected, LaunchRequest, Rejected, Transient
 from orchestrator.backends.kaggle.backend import (
     KaggleBackend,
     KaggleHandle,
@@ -39,10 +39,13 @@ from worker.boundary.manifest import sha256_file, verify_checkpoint, write_manif
 from worker.boundary.paths import CHECKPOINT_DIR, MANIFEST_FILE, RESULT_FILE
 from worker.boundary.transport import (
     KERNEL,
+    ORCHESTRATOR,
     PUBLISH_FILE,
     REMOTE_FILE,
     Published,
     RemoteCopy,
+    read_remote,
+    verify_stored,
     write_stub,
 )
 from worker.kaggle_access.checkpoints import CheckpointDataset, PublishedCheckpoint
@@ -95,21 +98,24 @@ def _checkpoint_datasets(emulator: Emulator) -> list[str]:
     return sorted(s for s in slugs if s.startswith(dataset_slug(JOB)))
 
 
-def _final_output(made: Path, segment_index: int) -> Path:
-    """What the job's last segment leaves in `made`: its checkpoint (returned) and a result
-    saying the job completed."""
+def _final_output(
+    made: Path,
+    segment_index: int,
+    outcome: str = "completed",
+    model: bytes = bytes(range(256)) * 16,
+) -> Path:
+    """What the job's last segment leaves in `made` (or, with another `outcome`, any segment
+    that committed): its checkpoint (returned, its weights `model`) and its result."""
     expect = _expect(segment_index)
     checkpoint = made / CHECKPOINT_DIR
     checkpoint.mkdir(parents=True)
-    (checkpoint / "model.bin").write_bytes(bytes(range(256)) * 16)
+    (checkpoint / "model.bin").write_bytes(model)
     digest = "f" * 64
     write_manifest(
         checkpoint, job_id=JOB, segment_index=segment_index, step=expect.step, model_digest=digest
     )
     start = expect.step - STEPS_PER_SEGMENT
-    result = SegmentResult(
-        JOB, segment_index, "completed", start, expect.step, 60, model_digest=digest
-    )
+    result = SegmentResult(JOB, segment_index, outcome, start, expect.step, 60, model_digest=digest)
     result.write(made / RESULT_FILE)
     return checkpoint
 
@@ -261,6 +267,7 @@ def test_a_final_checkpoint_its_session_published_is_fetched_verified_and_its_da
     assert collected.result.timings.upload == 2.5  # the session's publishing counts as upload
     assert collected.checkpoint == store
     assert not (store / REMOTE_FILE).exists()  # held here, not a stub
+    assert (collected.link_bytes or 0) >= size  # the final model crossed the link, whole
     assert verify_checkpoint(store, expect).step == 50
     assert left == []
 
@@ -316,3 +323,137 @@ def test_a_job_that_keeps_every_checkpoint_publishes_each_as_a_version_of_its_on
         sources = [m.source.as_posix() for m in session.mounts]
         assert any(s.endswith(f"/alice/{dataset_slug(JOB)}/{version}") for s in sources), sources
         assert embedded_options(session.script).checkpoint_dataset == dataset_slug(JOB)
+
+
+def test_a_checkpoint_its_session_published_is_kept_as_a_stub_and_never_crosses_the_link(
+    tmp_path: Path,
+) -> None:
+    """Segment 3 published its checkpoint itself and stopped at its deadline: collect checks
+    Kaggle's copy on a sample and keeps a stub naming that version, for the next segment to
+    mount; the weights never cross the orchestrator's link, the dataset stays, and a collect
+    asked again (its answer lost to a restart) downloads nothing."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2, enable_internet=True)
+        expect = _expect(3)
+        handle, published = _published_and_ended(emulator, backend, tmp_path)
+        slug = checkpoint_slug(JOB, 3)
+        store = tmp_path / "store" / "00003"
+        before = emulator.link_bytes()
+        collected = _collected(backend, handle, store)
+        crossed = emulator.link_bytes() - before
+        again = backend.collect(handle, store)
+        crossed_again = emulator.link_bytes() - before - crossed
+        left = _checkpoint_datasets(emulator)
+        assert emulator.internal_errors == []
+    assert collected.problem is None, collected.problem
+    assert collected.result is not None
+    assert (collected.result.outcome, collected.result.end_step) == (Outcome.DEADLINE, 40)
+    assert collected.result.timings.upload == 2.5  # the session's publishing counts as upload
+    remote = read_remote(store)
+    assert remote is not None  # a stub, naming the very version the session published
+    assert (remote.dataset_ref, remote.version) == (f"alice/{slug}", published.version)
+    assert verify_stored(store, expect).step == 40
+    assert collected.checkpoint == again.checkpoint == store
+    assert collected.transport == again.transport == KERNEL
+    assert collected.link_bytes is not None
+    assert collected.link_bytes < len(WEIGHTS)
+    assert crossed < len(WEIGHTS)
+    assert again.manifest == collected.manifest
+    assert (again.link_bytes, crossed_again) == (0, 0)
+    assert left == [slug]
+    # ...and the retried collect still counts the session's publishing as its upload.
+    assert again.result == collected.result
+
+
+WEIGHTS = bytes(range(256)) * 1024  # 256 KiB: past the published check's sample
+
+
+def _published_and_ended(
+    emulator: Emulator, backend: KaggleBackend, tmp_path: Path, outcome: str = "deadline"
+) -> tuple[str, PublishedCheckpoint]:
+    """Segment 3's session, which published its checkpoint (weights `WEIGHTS`) to a dataset of
+    its own, said so in its output and ended (at its deadline): its handle, once it ended."""
+    expect = _expect(3)
+    checkpoint = _final_output(tmp_path / "made", 3, outcome, WEIGHTS)
+    slug = checkpoint_slug(JOB, 3)
+    own = CheckpointDataset(backend.account, slug, tmp_path / "session" / "publish")
+    result = tmp_path / "made" / RESULT_FILE
+    published = publish_until_settled(own, checkpoint, expect=expect, result=result)
+    assert isinstance(published, PublishedCheckpoint), published
+    size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
+    Published(slug, published.file_name, size, 2.5).write(tmp_path / "made" / PUBLISH_FILE)
+    kernel = JobKernel(backend.account, kernel_slug(JOB))
+    pushed = kernel.push(script_leaving(tmp_path / "made"), CPU_PUSH)
+    deadline = time.monotonic() + 120  # a hang guard
+    while emulator.sessions(kernel.ref)[-1].status is not WorkerStatus.COMPLETE:
+        assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
+        time.sleep(0.05)
+    return KaggleHandle(kernel.ref, 3, pushed.version, JOB, 60.0, 30).encode(), published
+
+
+def _collected(backend: KaggleBackend, handle: str, store: Path) -> Collected:
+    """Collect as the engine does: asked again on every Transient."""
+    deadline = time.monotonic() + 120  # a hang guard
+    while True:
+        try:
+            return backend.collect(handle, store)
+        except Transient:
+            assert time.monotonic() < deadline, "never collected"
+            time.sleep(0.1)
+
+
+def test_a_published_copy_that_fails_its_check_is_never_used_and_the_outputs_is_held(
+    tmp_path: Path,
+) -> None:
+    """The copy segment 3's session published is damaged on Kaggle (its weights cut short):
+    collect never keeps a stub of it, and holds the output's own copy instead, whole and
+    verified, the next launch uploading it as before."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2, enable_internet=True)
+        handle, _ = _published_and_ended(emulator, backend, tmp_path)
+        dataset = emulator.dataset(f"alice/{checkpoint_slug(JOB, 3)}")
+        assert dataset is not None
+        files = dataset.versions[-1].directory.rglob("*")
+        [weights] = [p for p in files if p.is_file() and p.stat().st_size == len(WEIGHTS)]
+        weights.write_bytes(WEIGHTS[: len(WEIGHTS) // 2])
+        store = tmp_path / "store" / "00003"
+        collected = _collected(backend, handle, store)
+        assert emulator.internal_errors == []
+    assert collected.problem is None, collected.problem
+    assert collected.transport == ORCHESTRATOR
+    assert read_remote(store) is None  # held here, never a stub of the damaged copy
+    assert verify_checkpoint(store, _expect(3)).step == 40
+    assert (store / "model.bin").read_bytes() == WEIGHTS
+    assert collected.link_bytes is not None
+    assert collected.link_bytes > 2 * len(WEIGHTS)  # downloaded here, and uploaded again
+
+
+def test_a_final_copy_that_fails_its_full_verification_is_never_held_the_outputs_is(
+    tmp_path: Path,
+) -> None:
+    """The job's last session published its checkpoint, and Kaggle's copy of its weights is
+    damaged past what the check samples (same size, other bytes): fetched whole, it fails
+    verification, so collect holds the output's own copy, whole and verified, and still leaves
+    no dataset behind."""
+    options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
+    with start_emulator(tmp_path / "emulator", **options) as emulator:
+        backend = _backend(emulator, tmp_path, keep_versions=2, enable_internet=True)
+        handle, _ = _published_and_ended(emulator, backend, tmp_path, "completed")
+        dataset = emulator.dataset(f"alice/{checkpoint_slug(JOB, 3)}")
+        assert dataset is not None
+        files = dataset.versions[-1].directory.rglob("*")
+        [weights] = [p for p in files if p.is_file() and p.stat().st_size == len(WEIGHTS)]
+        weights.write_bytes(WEIGHTS[::-1])
+        store = tmp_path / "store" / "00003"
+        collected = _collected(backend, handle, store)
+        left = _checkpoint_datasets(emulator)
+        assert emulator.internal_errors == []
+    assert collected.problem is None, collected.problem
+    assert collected.result is not None
+    assert collected.result.outcome == Outcome.COMPLETED
+    assert read_remote(store) is None  # held here, whole
+    assert verify_checkpoint(store, _expect(3)).step == 40
+    assert (store / "model.bin").read_bytes() == WEIGHTS
+    assert left == []
