@@ -61,7 +61,9 @@ def _gone(pid: int, timeout: float = 5) -> bool:
 def test_a_session_over_its_limit_is_killed_and_loses_its_output(tmp_path: Path) -> None:
     _start(tmp_path, "touch working/partial; exec sleep 30", limit=1.0)
     ended = _wait_finished(tmp_path)
-    assert (ended.timed_out, ended.output_dropped, ended.cancelled) == (True, True, False)
+    # It ignores SIGTERM (as the worker does until its handler is in place): killed after the grace.
+    record = (ended.timed_out, ended.killed, ended.output_dropped, ended.cancelled)
+    assert record == (True, True, True, False)
     assert not (tmp_path / "working").exists()
 
 
@@ -69,7 +71,30 @@ def test_a_cancel_during_start_up_is_not_lost(tmp_path: Path) -> None:
     _start(tmp_path, "exec sleep 30")
     cancel_session(tmp_path)  # at once: the supervisor is still importing
     ended = _wait_finished(tmp_path)
-    assert (ended.cancelled, ended.output_dropped) == (True, True)
+    assert (ended.cancelled, ended.killed, ended.output_dropped) == (True, True, True)
+
+
+def test_a_session_gets_only_its_plans_environment_and_folder_and_its_files_are_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The orchestrator's own secrets stay out of a session: it inherits only the basics (PATH)
+    and what its plan gives it, runs in its plan's folder, and what it writes is its owner's
+    alone. Ended on its own, its record says so, and nothing asked it to pause."""
+    monkeypatch.setenv("BATON_SECRET_TOKEN", "orchestrator-only")
+    (tmp_path / "working").mkdir()
+    script = "env > seen-env; pwd > seen-folder; touch written; exit 0"
+    plan = SessionPlan(["sh", "-c", script], 30.0, 1.0, env={"SEGMENT": "3"}, cwd="working")
+    start_session(tmp_path, plan)
+    ended = _wait_finished(tmp_path)
+    record = (ended.exit_code, ended.timed_out, ended.killed, ended.cancelled, ended.output_dropped)
+    assert record == (0, False, False, False, False)
+    working = tmp_path / "working"
+    seen = dict(line.split("=", 1) for line in (working / "seen-env").read_text().splitlines())
+    assert "BATON_SECRET_TOKEN" not in seen
+    assert (seen["SEGMENT"], seen["PATH"]) == ("3", os.environ["PATH"])
+    assert Path((working / "seen-folder").read_text().strip()) == working.resolve()
+    assert (working / "written").stat().st_mode & 0o077 == 0
+    assert not SessionPaths(tmp_path).control.exists()
 
 
 def test_the_session_dies_with_its_supervisor(tmp_path: Path) -> None:
