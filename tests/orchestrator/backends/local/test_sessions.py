@@ -35,10 +35,11 @@ def _start(root: Path, script: str, limit: float = 30.0) -> None:
     start_session(root, SessionPlan(command, limit, grace_seconds=1.0, env={}))
 
 
-def _wait_finished(root: Path, timeout: float = 10) -> SessionExit:
-    deadline = time.monotonic() + timeout
-    while session_state(root) is not SessionState.FINISHED:
-        assert time.monotonic() < deadline, session_state(root)
+def _wait_finished(root: Path, timeout: float = 120) -> SessionExit:
+    deadline = time.monotonic() + timeout  # a hang guard, far above any session here
+    while (state := session_state(root)) is not SessionState.FINISHED:
+        assert state is not SessionState.LOST, "the supervisor died without a status"
+        assert time.monotonic() < deadline, state
         time.sleep(0.05)
     ended = SessionExit.read(root)
     assert ended is not None
@@ -180,7 +181,7 @@ def test_a_stop_reaches_the_worker_through_its_control_file(tmp_path: Path) -> N
     )
     _start(tmp_path, f'exec {sys.executable} -c "{worker}"')
     assert stop_session(tmp_path)
-    ended = _wait_finished(tmp_path, timeout=15)
+    ended = _wait_finished(tmp_path)
     assert (ended.exit_code, ended.output_dropped) == (0, False)
     assert (tmp_path / "working" / "out").read_text() == "pause"
 
@@ -222,6 +223,6 @@ def test_a_session_outlives_the_process_group_that_launched_it(tmp_path: Path) -
         assert process.stdout.readline() == b"started\n"
         os.killpg(process.pid, signal.SIGKILL)
     (tmp_path / "go").touch()
-    ended = _wait_finished(tmp_path, timeout=30)
+    ended = _wait_finished(tmp_path)
     assert (ended.exit_code, ended.output_dropped) == (0, False)
     assert (tmp_path / "working" / "done").exists()
