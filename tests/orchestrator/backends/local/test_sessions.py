@@ -80,10 +80,11 @@ def test_a_session_gets_only_its_plans_environment_and_folder_and_its_files_are_
 ) -> None:
     """The orchestrator's own secrets stay out of a session: it inherits only the basics (PATH)
     and what its plan gives it, runs in its plan's folder, and what it writes is its owner's
-    alone. Ended on its own, its record says so, and nothing asked it to pause."""
+    alone. Ended on its own after a second (several of the supervisor's polls), its record says
+    so, and nothing asked it to pause."""
     monkeypatch.setenv("BATON_SECRET_TOKEN", "orchestrator-only")
     (tmp_path / "working").mkdir()
-    script = "env > seen-env; pwd > seen-folder; touch written; exit 0"
+    script = "env > seen-env; pwd > seen-folder; touch written; sleep 1; exit 0"
     plan = SessionPlan(["sh", "-c", script], 30.0, 1.0, env={"SEGMENT": "3"}, cwd="working")
     start_session(tmp_path, plan)
     ended = _wait_finished(tmp_path)
