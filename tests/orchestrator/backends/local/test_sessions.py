@@ -62,9 +62,11 @@ def _gone(pid: int, timeout: float = 5) -> bool:
 def test_a_session_over_its_limit_is_killed_and_loses_its_output(tmp_path: Path) -> None:
     _start(tmp_path, "touch working/partial; exec sleep 30", limit=1.0)
     ended = _wait_finished(tmp_path)
-    # It ignores SIGTERM (as the worker does until its handler is in place): killed after the grace.
-    record = (ended.timed_out, ended.killed, ended.output_dropped, ended.cancelled)
-    assert record == (True, True, True, False)
+    # It ignores SIGTERM (as the worker does until its handler is in place): killed after the
+    # grace, long before its 30 s sleep would have ended it.
+    record = (ended.exit_code, ended.timed_out, ended.killed, ended.output_dropped)
+    assert record == (-signal.SIGKILL, True, True, True)
+    assert not ended.cancelled
     assert not (tmp_path / "working").exists()
 
 
@@ -72,7 +74,8 @@ def test_a_cancel_during_start_up_is_not_lost(tmp_path: Path) -> None:
     _start(tmp_path, "exec sleep 30")
     cancel_session(tmp_path)  # at once: the supervisor is still importing
     ended = _wait_finished(tmp_path)
-    assert (ended.cancelled, ended.killed, ended.output_dropped) == (True, True, True)
+    record = (ended.exit_code, ended.cancelled, ended.killed, ended.output_dropped)
+    assert record == (-signal.SIGKILL, True, True, True)
 
 
 def test_a_session_gets_only_its_plans_environment_and_folder_and_its_files_are_private(
