@@ -10,8 +10,10 @@ mutant on anyway: mutmut's trampoline acts only where the mutant's module is the
 Each mutant runs alone, in a fork of this warmed-up process (pytest's start-up costs more than
 most mutants' tests), with `MUTANT_UNDER_TEST` set and `PYTHONPATH` led by a `sitecustomize`
 that renames the mutant `__main__.…` in the process started as `python -m MODULE`, then by
-`mutants/` itself. The forced failure first (it must fail) and the clean run (it must pass).
-Results go to FILE, one tab-separated line per mutant; mutants already there are skipped.
+`mutants/` itself. A mutant whose tests outrun `--timeout` counts as a timeout: the fork's
+process group and whatever runs under its temp folder are killed. The forced failure first (it
+must fail) and the clean run (it must pass), unless `--resume`. Results go to FILE, one
+tab-separated line per mutant; mutants already there are skipped.
 """
 
 from __future__ import annotations
