@@ -1527,6 +1527,36 @@ MUTANTS: tuple[Mutant, ...] = (
         (f"{LOCAL_SESSIONS}::test_a_session_outlives_the_process_group_that_launched_it",),
         ci=True,
     ),
+    # --- Sweep round 2026-11-28b (sweepo): the supervisor's detached process, run under mutmut
+    # by tests/mutation/detached.py.
+    Mutant(
+        # A session inherits the orchestrator's whole environment: its tokens and keys reach
+        # the trainer's code, which may log them.
+        "local-supervisor-session-inherits-the-orchestrators-secrets",
+        "local backend",
+        "orchestrator/backends/local*",
+        "            env={**_base_environment(), **plan.env},",
+        "            env={**os.environ, **plan.env},",
+        (
+            f"{LOCAL_SESSIONS}::test_a_session_gets_only_its_plans_environment_and_folder_and_its_files_are_private",
+        ),
+        guarantee="no secret leaks",
+        ci=True,
+    ),
+    Mutant(
+        # The supervisor writes `pause` for a session nobody asked to stop: every segment
+        # commits at its first step boundary and ends.
+        "local-supervisor-pauses-unasked",
+        "local backend",
+        "orchestrator/backends/local*",
+        "        if requests.stop and not stop_written:",
+        "        if not stop_written:",
+        (
+            f"{LOCAL_SESSIONS}::test_a_session_gets_only_its_plans_environment_and_folder_and_its_files_are_private",
+        ),
+        guarantee="pause and cancel",
+        ci=True,
+    ),
     Mutant(
         # The texts the engine stores are no longer clipped: a backend's long error reaches the
         # database whole.

@@ -35,10 +35,11 @@ def _start(root: Path, script: str, limit: float = 30.0) -> None:
     start_session(root, SessionPlan(command, limit, grace_seconds=1.0, env={}))
 
 
-def _wait_finished(root: Path, timeout: float = 10) -> SessionExit:
-    deadline = time.monotonic() + timeout
-    while session_state(root) is not SessionState.FINISHED:
-        assert time.monotonic() < deadline, session_state(root)
+def _wait_finished(root: Path, timeout: float = 120) -> SessionExit:
+    deadline = time.monotonic() + timeout  # a hang guard, far above any session here
+    while (state := session_state(root)) is not SessionState.FINISHED:
+        assert state is not SessionState.LOST, "the supervisor died without a status"
+        assert time.monotonic() < deadline, state
         time.sleep(0.05)
     ended = SessionExit.read(root)
     assert ended is not None
@@ -61,7 +62,11 @@ def _gone(pid: int, timeout: float = 5) -> bool:
 def test_a_session_over_its_limit_is_killed_and_loses_its_output(tmp_path: Path) -> None:
     _start(tmp_path, "touch working/partial; exec sleep 30", limit=1.0)
     ended = _wait_finished(tmp_path)
-    assert (ended.timed_out, ended.output_dropped, ended.cancelled) == (True, True, False)
+    # It ignores SIGTERM (as the worker does until its handler is in place): killed after the
+    # grace, long before its 30 s sleep would have ended it.
+    record = (ended.exit_code, ended.timed_out, ended.killed, ended.output_dropped)
+    assert record == (-signal.SIGKILL, True, True, True)
+    assert not ended.cancelled
     assert not (tmp_path / "working").exists()
 
 
@@ -69,7 +74,32 @@ def test_a_cancel_during_start_up_is_not_lost(tmp_path: Path) -> None:
     _start(tmp_path, "exec sleep 30")
     cancel_session(tmp_path)  # at once: the supervisor is still importing
     ended = _wait_finished(tmp_path)
-    assert (ended.cancelled, ended.output_dropped) == (True, True)
+    record = (ended.exit_code, ended.cancelled, ended.killed, ended.output_dropped)
+    assert record == (-signal.SIGKILL, True, True, True)
+
+
+def test_a_session_gets_only_its_plans_environment_and_folder_and_its_files_are_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The orchestrator's own secrets stay out of a session: it inherits only the basics (PATH)
+    and what its plan gives it, runs in its plan's folder, and what it writes is its owner's
+    alone. Ended on its own after a second (several of the supervisor's polls), its record says
+    so, and nothing asked it to pause."""
+    monkeypatch.setenv("BATON_SECRET_TOKEN", "orchestrator-only")
+    (tmp_path / "working").mkdir()
+    script = "env > seen-env; pwd > seen-folder; touch written; sleep 1; exit 0"
+    plan = SessionPlan(["sh", "-c", script], 30.0, 1.0, env={"SEGMENT": "3"}, cwd="working")
+    start_session(tmp_path, plan)
+    ended = _wait_finished(tmp_path)
+    record = (ended.exit_code, ended.timed_out, ended.killed, ended.cancelled, ended.output_dropped)
+    assert record == (0, False, False, False, False)
+    working = tmp_path / "working"
+    seen = dict(line.split("=", 1) for line in (working / "seen-env").read_text().splitlines())
+    assert "BATON_SECRET_TOKEN" not in seen
+    assert (seen["SEGMENT"], seen["PATH"]) == ("3", os.environ["PATH"])
+    assert Path((working / "seen-folder").read_text().strip()) == working.resolve()
+    assert (working / "written").stat().st_mode & 0o077 == 0
+    assert not SessionPaths(tmp_path).control.exists()
 
 
 def test_the_session_dies_with_its_supervisor(tmp_path: Path) -> None:
@@ -155,7 +185,7 @@ def test_a_stop_reaches_the_worker_through_its_control_file(tmp_path: Path) -> N
     )
     _start(tmp_path, f'exec {sys.executable} -c "{worker}"')
     assert stop_session(tmp_path)
-    ended = _wait_finished(tmp_path, timeout=15)
+    ended = _wait_finished(tmp_path)
     assert (ended.exit_code, ended.output_dropped) == (0, False)
     assert (tmp_path / "working" / "out").read_text() == "pause"
 
@@ -197,6 +227,6 @@ def test_a_session_outlives_the_process_group_that_launched_it(tmp_path: Path) -
         assert process.stdout.readline() == b"started\n"
         os.killpg(process.pid, signal.SIGKILL)
     (tmp_path / "go").touch()
-    ended = _wait_finished(tmp_path, timeout=30)
+    ended = _wait_finished(tmp_path)
     assert (ended.exit_code, ended.output_dropped) == (0, False)
     assert (tmp_path / "working" / "done").exists()
