@@ -162,31 +162,24 @@ def test_a_session_that_left_no_result_is_collected_as_a_problem_naming_what_kag
     assert not store.exists()
 
 
-def test_a_damaged_result_is_collected_as_a_problem_never_read_as_the_segments(
-    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
-) -> None:
-    """A result.json that does not parse (a download cut short, a kernel killed mid-write) says
-    nothing about what the segment did: collect names it and stores nothing."""
-    backend = _backend(alice, tmp_path)
-    kernel = JobKernel(alice, kernel_slug(JOB))
-    kernel.push("open('result.json', 'w').write('{\"job_id\": \"j1\", ')\n", CPU_PUSH)
-    _wait_status(emulator, kernel.ref, 1, {WorkerStatus.COMPLETE})
-    handle = KaggleHandle(kernel.ref, 0, 1, JOB, 60).encode()
-    store = tmp_path / "store" / "00000"
-    collected = backend.collect(handle, store)
-    assert (collected.result, collected.manifest, collected.checkpoint) == (None, None, None)
-    assert (collected.problem or "").startswith("no usable result.json: ")
-    assert not store.exists()
+# Sessions that committed nothing readable: a result.json that does not parse (a download cut
+# short, a kernel killed mid-write) says nothing about what the segment did; a session cut while
+# it wrote its first checkpoint leaves files but no manifest and no result.
+UNREADABLE_ENDS = {
+    "damaged-result": "open('result.json', 'w').write('{\"job_id\": \"j1\", ')\n",
+    "half-written-checkpoint": (
+        "import os\nos.makedirs('checkpoint')\nopen('checkpoint/model.bin', 'w').write('x')\n"
+    ),
+}
 
 
-def test_a_half_written_checkpoint_without_a_result_is_a_problem_never_taken(
-    emulator: Emulator, alice: KaggleAccount, tmp_path: Path
+@pytest.mark.parametrize("script", UNREADABLE_ENDS.values(), ids=UNREADABLE_ENDS.keys())
+def test_a_session_that_committed_nothing_readable_is_a_problem_never_taken(
+    emulator: Emulator, alice: KaggleAccount, tmp_path: Path, script: str
 ) -> None:
-    """A session cut while it wrote its first checkpoint leaves files but no manifest and no
-    result: nothing was committed, so collect names the missing result and stores nothing."""
+    """Collect names the unusable result and stores nothing."""
     backend = _backend(alice, tmp_path)
     kernel = JobKernel(alice, kernel_slug(JOB))
-    script = "import os\nos.makedirs('checkpoint')\nopen('checkpoint/model.bin', 'w').write('x')\n"
     kernel.push(script, CPU_PUSH)
     _wait_status(emulator, kernel.ref, 1, {WorkerStatus.COMPLETE})
     handle = KaggleHandle(kernel.ref, 0, 1, JOB, 60).encode()

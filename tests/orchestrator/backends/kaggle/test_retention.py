@@ -231,35 +231,15 @@ def test_a_final_checkpoint_its_session_published_is_fetched_verified_and_its_da
     with start_emulator(tmp_path / "emulator", **options) as emulator:
         backend = _backend(emulator, tmp_path, keep_versions=2, enable_internet=True)
         assert backend.options.kernel_transport
-        expect = _expect(4)
-        checkpoint = _final_output(tmp_path / "made", 4)
-        slug = checkpoint_slug(JOB, 4)
-        own = CheckpointDataset(backend.account, slug, tmp_path / "session" / "publish")
-        result = tmp_path / "made" / RESULT_FILE
-        published = publish_until_settled(own, checkpoint, expect=expect, result=result)
-        assert isinstance(published, PublishedCheckpoint), published
-        size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
-        Published(slug, published.file_name, size, 2.5).write(tmp_path / "made" / PUBLISH_FILE)
-        kernel = JobKernel(backend.account, kernel_slug(JOB))
-        pushed = kernel.push(_completing_script(tmp_path, 4), CPU_PUSH)
-        deadline = time.monotonic() + 120  # a hang guard
-        while emulator.sessions(kernel.ref)[-1].status is not WorkerStatus.COMPLETE:
-            assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
-            time.sleep(0.05)
-        assert _checkpoint_datasets(emulator) == [slug]
-
-        handle = KaggleHandle(kernel.ref, 4, pushed.version, JOB, 60.0, 40).encode()
+        handle, _ = _published_and_ended(emulator, backend, tmp_path, 4, "completed")
+        assert _checkpoint_datasets(emulator) == [checkpoint_slug(JOB, 4)]
         store = tmp_path / "store" / "00004"
-        deadline = time.monotonic() + 120  # a hang guard
-        while True:  # asked again on every Transient, as the engine does
-            try:
-                collected = backend.collect(handle, store)
-                break
-            except Transient:
-                assert time.monotonic() < deadline, "never collected"
-                time.sleep(0.1)
+        collected = _collected(backend, handle, store)
         left = _checkpoint_datasets(emulator)
         assert emulator.internal_errors == []
+    checkpoint = tmp_path / "made" / CHECKPOINT_DIR
+    size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
+    expect = _expect(4)
     assert collected.problem is None, collected.problem
     assert collected.result is not None
     assert collected.result.outcome == Outcome.COMPLETED
@@ -370,13 +350,18 @@ WEIGHTS = bytes(range(256)) * 1024  # 256 KiB: past the published check's sample
 
 
 def _published_and_ended(
-    emulator: Emulator, backend: KaggleBackend, tmp_path: Path, outcome: str = "deadline"
+    emulator: Emulator,
+    backend: KaggleBackend,
+    tmp_path: Path,
+    segment_index: int = 3,
+    outcome: str = "deadline",
 ) -> tuple[str, PublishedCheckpoint]:
-    """Segment 3's session, which published its checkpoint (weights `WEIGHTS`) to a dataset of
-    its own, said so in its output and ended (at its deadline): its handle, once it ended."""
-    expect = _expect(3)
-    checkpoint = _final_output(tmp_path / "made", 3, outcome, WEIGHTS)
-    slug = checkpoint_slug(JOB, 3)
+    """A segment's session (3 by default), which published its checkpoint (weights `WEIGHTS`)
+    to a dataset of its own, said so in its output and ended (at its deadline): its handle, once
+    it ended."""
+    expect = _expect(segment_index)
+    checkpoint = _final_output(tmp_path / "made", segment_index, outcome, WEIGHTS)
+    slug = checkpoint_slug(JOB, segment_index)
     own = CheckpointDataset(backend.account, slug, tmp_path / "session" / "publish")
     result = tmp_path / "made" / RESULT_FILE
     published = publish_until_settled(own, checkpoint, expect=expect, result=result)
@@ -389,7 +374,9 @@ def _published_and_ended(
     while emulator.sessions(kernel.ref)[-1].status is not WorkerStatus.COMPLETE:
         assert time.monotonic() < deadline, emulator.sessions(kernel.ref)
         time.sleep(0.05)
-    return KaggleHandle(kernel.ref, 3, pushed.version, JOB, 60.0, 30).encode(), published
+    start = _expect(segment_index - 1).step
+    handle = KaggleHandle(kernel.ref, segment_index, pushed.version, JOB, 60.0, start)
+    return handle.encode(), published
 
 
 def _collected(backend: KaggleBackend, handle: str, store: Path) -> Collected:
@@ -440,7 +427,7 @@ def test_a_final_copy_that_fails_its_full_verification_is_never_held_the_outputs
     options = FAST_EMULATOR | {"withheld_accelerators": frozenset({"gpu"})}
     with start_emulator(tmp_path / "emulator", **options) as emulator:
         backend = _backend(emulator, tmp_path, keep_versions=2, enable_internet=True)
-        handle, _ = _published_and_ended(emulator, backend, tmp_path, "completed")
+        handle, _ = _published_and_ended(emulator, backend, tmp_path, outcome="completed")
         dataset = emulator.dataset(f"alice/{checkpoint_slug(JOB, 3)}")
         assert dataset is not None
         files = dataset.versions[-1].directory.rglob("*")
