@@ -111,9 +111,9 @@ def bucket_sizes(parameters: int) -> dict[str, int]:
 
     DeepSpeed's defaults (5e8 elements) suit a model of billions of parameters: ZeRO-2 allocates
     its gradient bucket at that size whatever the model, and clears it every step (on two CPU
-    ranks, a 10 M-parameter model spent most of each step clearing pages; on a T4 it is a GB of
-    its 16). A bucket the size of the model still holds every gradient at once, so the
-    reductions, and the results, are those of the default.
+    ranks, the example's 0.1 M-parameter model spent most of each step clearing pages; on a T4
+    it is a GB of its 16). A bucket the size of the model still holds every gradient at once,
+    so the reductions, and the results, are those of the default.
     """
     from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
 

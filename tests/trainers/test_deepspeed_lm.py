@@ -11,7 +11,7 @@ from trainers.deepspeed_lm import (
     validate_deepspeed_config,
 )
 
-# A model of ten million parameters, the size of the example configs' CPU runs.
+# A model of ten million parameters, a hundred times the example configs' CPU runs.
 PARAMETERS = 10_000_000
 
 
