@@ -30,6 +30,7 @@ from worker.boundary.launch_id import LaunchId
 from worker.boundary.paths import STATUS_FILE
 
 JOBS = 10
+SLOTS = 2
 SPEC = job_spec(total_steps=20)
 
 
@@ -44,7 +45,7 @@ def _most_at_once(intervals: list[tuple[float, float]]) -> int:
 
 @pytest.mark.slow
 def test_ten_jobs_share_two_local_slots(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path / "data", local_slots=2)
+    settings = make_settings(tmp_path / "data", local_slots=SLOTS)
     with running_api(settings) as api:
         job_ids = [api.post("/api/v1/jobs", json=SPEC).json()["id"] for _ in range(JOBS)]
         finished = [wait_finished(api, job_id, timeout=600) for job_id in job_ids]
@@ -65,12 +66,15 @@ def test_ten_jobs_share_two_local_slots(tmp_path: Path) -> None:
         for path in settings.sessions_dir.glob(f"*/{STATUS_FILE}")
     }
     assert sorted(sessions) == sorted(job_ids)
-    assert _most_at_once([(s["started_at"], s["ended_at"]) for s in sessions.values()]) <= 2
+    assert _most_at_once([(s["started_at"], s["ended_at"]) for s in sessions.values()]) <= SLOTS
     # First come, first served: the slots went to the jobs in the order they were submitted (each
     # job's first segment is planned when it gets its slot). Not the sessions' own start times:
-    # two launched in one tick start in whatever order their processes come up.
+    # two launched in one tick start in whatever order their processes come up. When both slots
+    # free at once, one pass admits the first two waiting, and plans them in the order it visits
+    # them: a job may overtake the one submitted just before it, never one further ahead.
     first_planned = {job_id: segments[job_id][0]["created_at"] for job_id in job_ids}
-    assert sorted(job_ids, key=first_planned.__getitem__) == job_ids
+    planned = sorted(job_ids, key=first_planned.__getitem__)
+    assert all(abs(planned.index(job_id) - i) < SLOTS for i, job_id in enumerate(job_ids)), planned
 
 
 def _queue_reasons(db: Database, owners: dict[str, str]) -> dict[str, str | None]:
