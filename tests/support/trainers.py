@@ -1,8 +1,11 @@
 """A fast, deterministic test trainer with opt-in faults, shared by worker and end-to-end tests.
 
 `LinearTrainer` fits a small linear model with dropout on synthetic data drawn from the seed,
-using SGD with momentum, a StepLR schedule and a ResumableSampler, so every piece of resumable
-state is exercised in about a millisecond per step.
+using SGD with momentum, a step-decay learning rate and a ResumableSampler, so every piece of
+resumable state is exercised in about a millisecond per step. Its optimizer is written out
+(`MomentumSGD`): torch.optim's first call imports torch._dynamo, about 1.1 s of CPU in every
+process that trains, half of what one of these sessions costs, and the suite starts hundreds.
+The trainers in trainers/ use torch.optim, as a user's do; their tests cover it.
 
 Config keys (all optional):
     step_sleep: float               seconds to sleep in each step, to make sessions time out
@@ -52,6 +55,42 @@ SAMPLES = 96
 BATCH = 8
 
 
+class MomentumSGD:
+    """What torch.optim.SGD(momentum=0.9) under StepLR(step_size=7, gamma=0.9) computes, with its
+    state (the momentum buffers and the steps taken) saved and restored as tensors and ints."""
+
+    MOMENTUM = 0.9
+    STEP_SIZE = 7
+    GAMMA = 0.9
+
+    def __init__(self, parameters: list[Tensor], lr: float) -> None:
+        self.parameters = parameters
+        self.base_lr = lr
+        self.buffers = [torch.zeros_like(p) for p in parameters]
+        self.steps = 0
+
+    @property
+    def lr(self) -> float:
+        return self.base_lr * self.GAMMA ** (self.steps // self.STEP_SIZE)
+
+    def step(self) -> None:
+        lr = self.lr
+        with torch.no_grad():
+            for parameter, buffer in zip(self.parameters, self.buffers, strict=True):
+                assert parameter.grad is not None
+                buffer.mul_(self.MOMENTUM).add_(parameter.grad)
+                parameter.add_(buffer, alpha=-lr)
+                parameter.grad = None
+        self.steps += 1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"momentum": [buffer.clone() for buffer in self.buffers], "steps": self.steps}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.buffers = [buffer.clone() for buffer in state["momentum"]]
+        self.steps = int(state["steps"])
+
+
 class LinearTrainer(Trainer):
     def setup(self) -> None:
         wait_at_gate(self.ctx)
@@ -61,10 +100,7 @@ class LinearTrainer(Trainer):
         true_weights = torch.randn(FEATURES, 1, generator=generator)
         self.targets = self.inputs @ true_weights
         self.model = nn.Sequential(nn.Dropout(0.1), nn.Linear(FEATURES, 1))
-        self.optimizer = torch.optim.SGD(
-            self.model.parameters(), lr=float(config.get("lr", 0.05)), momentum=0.9
-        )
-        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=7, gamma=0.9)
+        self.optimizer = MomentumSGD(list(self.model.parameters()), float(config.get("lr", 0.05)))
         self.sampler = ResumableSampler(SAMPLES, seed=self.ctx.seed)
         # Whether the NaN fault fires, decided at its first step: the streak stays unbroken.
         self.nan_armed: bool | None = None
@@ -92,17 +128,14 @@ class LinearTrainer(Trainer):
                 self.nan_armed = self._fault_armed()
             if self.nan_armed:
                 loss = loss * float("nan")
-        self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()
-        self.scheduler.step()
-        return {"loss": loss.item(), "lr": self.scheduler.get_last_lr()[0]}
+        return {"loss": loss.item(), "lr": self.optimizer.lr}
 
     def state_dict(self) -> dict[str, Any]:
         state = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
             "sampler": self.sampler.state_dict(),
         }
         if self.ctx.config.get("state_bytes"):
@@ -110,8 +143,7 @@ class LinearTrainer(Trainer):
             state["ballast"] = torch.zeros(int(self.ctx.config["state_bytes"]), dtype=torch.uint8)
         config = self.ctx.config
         if config.get("random_state_bytes") or config.get("random_state_bytes_per_step"):
-            # The scheduler steps once per training step: last_epoch counts the steps taken.
-            growth = int(config.get("random_state_bytes_per_step", 0)) * self.scheduler.last_epoch
+            growth = int(config.get("random_state_bytes_per_step", 0)) * self.optimizer.steps
             size = int(config.get("random_state_bytes", 0)) + growth
             drawn = torch.Generator().manual_seed(self.ctx.seed * 1_000_003 + self.sampler.position)
             state["noise"] = torch.randint(0, 256, (size,), dtype=torch.uint8, generator=drawn)
@@ -120,7 +152,6 @@ class LinearTrainer(Trainer):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
         self.sampler.load_state_dict(state["sampler"])
 
     def model_tensors(self) -> Mapping[str, Tensor]:

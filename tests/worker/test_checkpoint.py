@@ -68,11 +68,11 @@ def test_round_trip_restores_state_step_and_every_rng(tmp_path):
     fresh.load_state_dict(resume.trainer)
     assert model_digest(fresh.model_tensors()) == manifest.model_digest
     assert fresh.sampler.state_dict() == trainer.sampler.state_dict()
-    restored, original = fresh.optimizer.state_dict(), trainer.optimizer.state_dict()
-    assert restored["state"].keys() == original["state"].keys() != set()
-    for key, buffers in original["state"].items():
-        assert torch.equal(restored["state"][key]["momentum_buffer"], buffers["momentum_buffer"])
-    assert fresh.scheduler.state_dict() == trainer.scheduler.state_dict()
+    assert fresh.optimizer.steps == trainer.optimizer.steps > 0  # the learning rate's schedule
+    assert len(fresh.optimizer.buffers) == len(trainer.optimizer.buffers) > 0
+    for restored, original in zip(fresh.optimizer.buffers, trainer.optimizer.buffers, strict=True):
+        assert original.abs().sum() > 0
+        assert torch.equal(restored, original)
 
 
 def test_commit_replaces_the_previous_checkpoint(committed, tmp_path):

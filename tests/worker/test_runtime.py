@@ -2,11 +2,15 @@
 
 import itertools
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from tests.support.clock import TickingClock
 from tests.support.segments import (
+    REPO_ROOT,
     make_root,
     make_spec,
     next_spec,
@@ -223,3 +227,31 @@ def test_heartbeat_reports_the_latest_step_loss_and_step_time(tmp_path):
     assert beat["phases"]["startup"] == result.timings.startup
     assert beat["phases"]["load"] == result.timings.load
     assert 0 < beat["phases"]["train"] <= result.timings.train
+
+
+# A fresh interpreter for each: whether TorchInductor is imported depends on what ran before.
+DETERMINISM_BEFORE_INDUCTOR = """
+import sys, torch
+from worker.runtime import configure_torch
+configure_torch({})
+assert torch.are_deterministic_algorithms_enabled()
+assert "torch._dynamo" not in sys.modules and "sympy" not in sys.modules
+import torch._inductor.config as inductor_config
+assert inductor_config.deterministic  # a trainer that compiles gets deterministic kernels
+"""
+DETERMINISM_AFTER_INDUCTOR = """
+import torch
+import torch._inductor.config as inductor_config
+from worker.runtime import configure_torch
+assert not inductor_config.deterministic
+configure_torch({})
+assert torch.are_deterministic_algorithms_enabled() and inductor_config.deterministic
+"""
+
+
+@pytest.mark.parametrize("code", [DETERMINISM_BEFORE_INDUCTOR, DETERMINISM_AFTER_INDUCTOR])
+def test_deterministic_kernels_reach_inductor_whenever_it_is_imported(code):
+    """The runtime turns deterministic algorithms on without importing TorchInductor (1.1 s of CPU
+    in every rank), and Inductor is deterministic too, imported before or after."""
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_DETERMINISTIC"}
+    subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, check=True)
