@@ -77,8 +77,9 @@ def publish_checkpoint(publish: Publish, working: Path, deadline: float) -> bool
             log.warning("the checkpoint was not published in time; the orchestrator fetches it")
             return False
         size = dataset.staged_bytes(name)
-        Published(dataset.slug, name, size, time.time() - started).write(working / PUBLISH_FILE)
-        log.info("published %s (%d bytes) in %.1f s", name, size, time.time() - started)
+        seconds = time.time() - started
+        Published(dataset.slug, name, size, seconds).write(working / PUBLISH_FILE)
+        log.info("published %s (%d bytes) in %.1f s", name, size, seconds)
         return True
     except (Rejected, KaggleNotFound) as exc:
         log.warning("publishing stopped: %s; the orchestrator fetches the checkpoint", exc)
