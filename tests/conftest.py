@@ -87,16 +87,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _MEASURED: dict[str, float] = {}
+# Tests that failed or were skipped: their seconds say nothing of how long they take.
+_UNMEASURED: set[str] = set()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # Under pytest-xdist the workers' reports reach the controlling process too.
     _MEASURED[report.nodeid] = _MEASURED.get(report.nodeid, 0.0) + report.duration
+    if not report.passed:
+        _UNMEASURED.add(report.nodeid)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):  # the controlling process only
-        record_durations(session.config, _MEASURED)
+        measured = {name: s for name, s in _MEASURED.items() if name not in _UNMEASURED}
+        record_durations(session.config, measured)
 
 
 @pytest.fixture(scope="session", autouse=True)
