@@ -11,6 +11,15 @@ FAST_WORKERS ?= 2
 
 .PHONY: demo test test-fast mutate mutate-sweep lint format bench clean
 
+# Where PYTHONDONTWRITEBYTECODE is set (this machine's image sets it), Python caches no bytecode:
+# every process compiles the project's modules again (a test session, a pytest worker's
+# collection: 30 CPU-s a worker, 18 with the cache) and pytest rewrites every test module's asserts
+# again. These targets let Python write its caches (`__pycache__/`, git-ignored); Python checks
+# each against its source's mtime and size. The mutation runner keeps them off in its copies
+# (tests/mutation/runner.py): a copy's file is edited and restored within a second, which a cache
+# could miss.
+demo test test-fast bench: export PYTHONDONTWRITEBYTECODE :=
+
 # The last step builds DeepSpeed's CPU shared-memory collective (deepspeed_shm_comm, kept in
 # ~/.cache/torch_extensions), which DeepSpeed otherwise compiles the first time a process starts
 # its communication (about a minute on 2 cores), inside the first DeepSpeed session of a test run.

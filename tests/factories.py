@@ -72,9 +72,12 @@ def make_settings(data_dir: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "data_dir": data_dir,
         "admin_token": ADMIN_TOKEN,
-        "reconcile_interval_seconds": 0.2,
-        # The emulator runs seconds-long sessions: poll it as often as the local backend.
-        "kaggle_poll_seconds": 0.2,
+        # Sessions here last seconds: tick five times as often as `baton serve`'s default (an
+        # action wakes the loop at once). Each tick costs the test's process CPU that the
+        # sessions on the other cores need: twice a second, not five times.
+        "reconcile_interval_seconds": 0.5,
+        # The emulator runs seconds-long sessions: poll it as often as the loop ticks.
+        "kaggle_poll_seconds": 0.5,
         "kill_grace_seconds": 2.0,
         # The test trainers live in tests/support.
         "trainer_packages": "trainers,tests",
@@ -177,7 +180,7 @@ def wait_for(
             return job
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for job {job_id}: {job}")
-        time.sleep(0.1)
+        time.sleep(0.25)
 
 
 def event_kinds(client: TestClient, job_id: str) -> list[str]:

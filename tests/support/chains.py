@@ -8,10 +8,15 @@ checks that the chain ends where the whole run did.
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+from filelock import FileLock
 
 from tests.support.segments import (
     make_root,
@@ -22,6 +27,8 @@ from tests.support.segments import (
     terminate_after_step,
 )
 from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -123,18 +130,26 @@ def run_chain(
 
 
 class ChainRuns:
-    """Whole runs and first segments, each made once per test process and shared by the tests
-    that start from it (the chain, and a test that breaks its second segment)."""
+    """Whole runs and first segments, each made once per test run and shared by the tests that
+    start from it (the chain, and a test that breaks its second segment), whichever pytest-xdist
+    worker runs them: the first to need one makes it under a file lock in the run's temporary
+    folder, the others wait for it and read it."""
 
     def __init__(self, factory: pytest.TempPathFactory) -> None:
-        self.factory = factory
+        base = factory.getbasetemp()
+        # Under pytest-xdist each worker's folder sits in one folder of the run's own.
+        self.shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "chains"
+        self.shared.mkdir(exist_ok=True)
         self._whole: dict[str, SegmentResult] = {}
         self._first: dict[str, Chain] = {}
 
     def whole(self, name: str, spec: SegmentSpec, timeout: float = 120) -> SegmentResult:
         if name not in self._whole:
-            root = self.factory.mktemp(f"{name}-whole")
-            self._whole[name] = run_whole(spec, root, timeout)
+            self._whole[name] = self._once(
+                f"{name}-whole",
+                lambda root: run_whole(spec, root, timeout),
+                lambda root: read_result(root, spec),
+            )
         return self._whole[name]
 
     def first_segment(
@@ -143,6 +158,25 @@ class ChainRuns:
         """Segment 0 of `spec`, ended by `stop`: the start of every chain of that name."""
         if name not in self._first:
             whole = self.whole(name, spec, timeout)
-            workdir = self.factory.mktemp(f"{name}-chain")
-            self._first[name] = run_chain(spec, [stop], workdir, whole, timeout=timeout)
+
+            def read(workdir: Path) -> Chain:
+                root = workdir / "seg0"  # where run_chain put it
+                return Chain([spec], [root], [read_result(root, spec)])
+
+            self._first[name] = self._once(
+                f"{name}-chain",
+                lambda workdir: run_chain(spec, [stop], workdir, whole, timeout=timeout),
+                read,
+            )
         return self._first[name]
+
+    def _once(self, name: str, make: Callable[[Path], T], read: Callable[[Path], T]) -> T:
+        folder = self.shared / name
+        made = folder / ".made"
+        with FileLock(self.shared / f"{name}.lock"):
+            if made.exists():
+                return read(folder)
+            shutil.rmtree(folder, ignore_errors=True)  # what a killed worker left half made
+            result = make(folder)
+            made.touch()
+            return result
