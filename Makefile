@@ -35,8 +35,8 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/baton demo
 
 # Every test, handed to the workers one at a time, the longest first (tests/support/schedule.py;
-# each test has its own directory, database, ports and sessions; each worker makes the trainers'
-# whole runs once: tests/trainers/conftest.py).
+# each test has its own directory, database, ports and sessions; the trainers' whole runs are
+# made once for all the workers: tests/trainers/conftest.py).
 test: $(VENV)/.installed
 	$(PY) -m pytest -n $(TEST_WORKERS) --maxschedchunk 1
 

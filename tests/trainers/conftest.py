@@ -1,4 +1,5 @@
-"""Trainers' whole runs and first segments, made once per test process (support/chains.py)."""
+"""Trainers' whole runs and first segments, made once per test run by whichever test process
+needs one first (support/chains.py)."""
 
 from __future__ import annotations
 
