@@ -72,9 +72,9 @@ def make_settings(data_dir: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "data_dir": data_dir,
         "admin_token": ADMIN_TOKEN,
-        # Sessions here last seconds: tick five times as often as `baton serve`'s default (an
-        # action wakes the loop at once). Each tick costs the test's process CPU that the
-        # sessions on the other cores need: twice a second, not five times.
+        # Sessions here last seconds: tick twice as often as `baton serve` does by default (an
+        # action wakes the loop at once), not more, since each tick costs the test's process CPU
+        # that the sessions on the other core need.
         "reconcile_interval_seconds": 0.5,
         # The emulator runs seconds-long sessions: poll it as often as the loop ticks.
         "kaggle_poll_seconds": 0.5,
