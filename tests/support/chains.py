@@ -99,6 +99,11 @@ def run_segment(root: Path, spec: SegmentSpec, stop: Stop, timeout: float = 120)
     return read_result(root, spec)
 
 
+def segment_root(workdir: Path, index: int) -> Path:
+    """Where run_chain lays out segment `index` of a chain in `workdir`."""
+    return workdir / f"seg{index}"
+
+
 def run_chain(
     spec: SegmentSpec,
     plan: list[Stop],
@@ -120,7 +125,7 @@ def run_chain(
             resume_from: Path | None = chain.checkpoint
         else:
             segment, resume_from = spec, None
-        root = make_root(workdir / f"seg{index}", segment, resume_from=resume_from)
+        root = make_root(segment_root(workdir, index), segment, resume_from=resume_from)
         chain.specs.append(segment)
         chain.roots.append(root)
         chain.results.append(run_segment(root, segment, stop, timeout))
@@ -160,7 +165,7 @@ class ChainRuns:
             whole = self.whole(name, spec, timeout)
 
             def read(workdir: Path) -> Chain:
-                root = workdir / "seg0"  # where run_chain put it
+                root = segment_root(workdir, 0)
                 return Chain([spec], [root], [read_result(root, spec)])
 
             self._first[name] = self._once(
