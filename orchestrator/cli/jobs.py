@@ -14,7 +14,7 @@ import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -42,6 +42,8 @@ STATES = tuple(state.value for state in JobState)
 RECONNECT_CAP_SECONDS = 5.0
 # After a Ctrl-C, the longest a watch may take to unwind before it leaves regardless.
 DETACH_GRACE_SECONDS = 3.0
+# A watch's pauses look this often whether Ctrl-C asked it to detach.
+PAUSE_SLICE_SECONDS = 0.1
 T = TypeVar("T")
 
 
@@ -110,11 +112,17 @@ def reconnecting(
         return answer
 
 
-def watch_progress(client: BatonClient, job_id: str, interval: float = 1.0) -> int:
+def watch_progress(
+    client: BatonClient,
+    job_id: str,
+    interval: float = 1.0,
+    pause: Callable[[float], None] = time.sleep,
+) -> int:
     """A live bar across segments with the session's deadline and the ETA; 0 if it succeeded.
 
     Survives a server restart: while the server is unreachable it says "reconnecting…" and
-    looks again with backoff, then goes on from the last event it printed."""
+    looks again with backoff, then goes on from the last event it printed. It waits with
+    `pause` (a `Detach.pause` under `detachable`)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from orchestrator.wire import EventOut, JobOut, SegmentOut
@@ -142,7 +150,7 @@ def watch_progress(client: BatonClient, job_id: str, interval: float = 1.0) -> i
             return events, found, segments
 
         while True:
-            events, job, segments = reconnecting(look, say)
+            events, job, segments = reconnecting(look, say, pause)
             for event in events:
                 last = event.id
                 say(render.event_line(event))
@@ -155,19 +163,41 @@ def watch_progress(client: BatonClient, job_id: str, interval: float = 1.0) -> i
             )
             if job.state in FINISHED:
                 break
-            time.sleep(interval)
+            pause(interval)
     render.console.print(render.job_summary(job))
     return 0 if job.state == JobState.SUCCEEDED else 1
 
 
+class Detach:
+    """What Ctrl-C asked of a watch: to stop at its next pause (see `detachable`)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def pause(self, seconds: float) -> None:
+        """Sleep `seconds` in slices of PAUSE_SLICE_SECONDS; raise KeyboardInterrupt as soon as
+        Ctrl-C has asked to detach."""
+        end = time.monotonic() + seconds
+        while not self.requested:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, PAUSE_SLICE_SECONDS))
+        raise KeyboardInterrupt
+
+
 @contextmanager
-def detachable(job_id: str) -> Iterator[None]:
+def detachable(job_id: str) -> Iterator[Detach]:
     """Ctrl-C stops watching, not the job: say so, and how to come back (exit 130).
 
-    The interrupt unwinds as usual, so the progress bar gives the terminal back. Should the
-    unwinding stall (CI saw a watch that never exited after its Ctrl-C), the process leaves
-    anyway DETACH_GRACE_SECONDS later, with the same line and code: watching holds nothing to
-    save."""
+    The handler only asks: the watch's next `Detach.pause` raises KeyboardInterrupt, from
+    Baton's own code, and it unwinds as usual, so the progress bar gives the terminal back.
+    Raised by the handler itself, the interrupt could land in a C extension's callback that
+    cannot raise it (a pydantic pattern check printed "Exception ignored … KeyboardInterrupt" and
+    the watch went on). Should the unwinding stall or no pause come (a call that hangs), the
+    process leaves anyway DETACH_GRACE_SECONDS later, with the same line and code: watching holds
+    nothing to save."""
+    detach = Detach()
     told = threading.Event()
     line = f"\ndetached; re-attach with baton watch {job_id}\n"
 
@@ -177,14 +207,16 @@ def detachable(job_id: str) -> Iterator[None]:
         os._exit(130)
 
     def interrupted(signum: int, frame: FrameType | None) -> None:
+        if detach.requested:
+            return
+        detach.requested = True
         timer = threading.Timer(DETACH_GRACE_SECONDS, leave)
         timer.daemon = True
         timer.start()
-        raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, interrupted)
     try:
-        yield
+        yield detach
     except KeyboardInterrupt:
         told.set()
         print(line, end="", file=sys.stderr)
@@ -236,18 +268,25 @@ def submit(
     with connect(ctx) as client:
         _check_kaggle_credentials(client, body)
         job = client.call("POST", "/api/v1/jobs", JobOut, body=body)
+        if not watch:
+            _show_submitted(client, job, as_json)
+            return
         # From here on the job exists: Ctrl-C while watching it only detaches.
-        with detachable(job.id) if watch else nullcontext():
-            if as_json:
-                render.print_json(job)
-            else:
-                render.console.print(render.job_summary(job))
-                render.console.print(f"page: {job_page(client, job.id)}", markup=False)
-            for warning in job.warnings:
-                render.console.print(f"[yellow]warning:[/] {warning}")
-            code = watch_progress(client, job.id) if watch else 0
+        with detachable(job.id) as detach:
+            _show_submitted(client, job, as_json)
+            code = watch_progress(client, job.id, pause=detach.pause)
     if code:
         raise typer.Exit(code)
+
+
+def _show_submitted(client: BatonClient, job: JobOut, as_json: bool) -> None:
+    if as_json:
+        render.print_json(job)
+    else:
+        render.console.print(render.job_summary(job))
+        render.console.print(f"page: {job_page(client, job.id)}", markup=False)
+    for warning in job.warnings:
+        render.console.print(f"[yellow]warning:[/] {warning}")
 
 
 def _job_state(value: str | None) -> str | None:
@@ -318,8 +357,8 @@ def watch(ctx: typer.Context, job: JobArg, interval: IntervalOpt = 1.0) -> None:
 
     Reconnects if the server restarts. Exits 0 if the job succeeded, 1 if it failed or was
     cancelled; Ctrl-C detaches and leaves the job running."""
-    with connect(ctx) as client, detachable(job):
-        code = watch_progress(client, job, interval)
+    with connect(ctx) as client, detachable(job) as detach:
+        code = watch_progress(client, job, interval, pause=detach.pause)
     if code:
         raise typer.Exit(code)
 
@@ -360,7 +399,7 @@ def logs(
                 raise CliError(f"job {job} has no segments yet")
             segment = segments[-1].index
         if follow_log:
-            with detachable(job):
+            with detachable(job) as detach:
                 follow_job_log(
                     client,
                     job,
@@ -368,6 +407,7 @@ def logs(
                     write=write,
                     say=lambda line: print(line, file=sys.stderr, flush=True),
                     interval=interval,
+                    sleep=detach.pause,
                 )
             return
         if offset is not None:

@@ -210,7 +210,7 @@ def test_ctrl_c_on_submit_watch_detaches_and_the_job_goes_on(
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 130
         lines.wait_for(f"detached; re-attach with baton watch {job_id}")
-    assert not any("Traceback" in line for line in lines.seen)
+    assert not any("Traceback" in line for line in lines.seen), "".join(lines.seen)
     with _api(idle_server) as api:
         assert api.get(f"/api/v1/jobs/{job_id}").json()["state"] == "queued"
 
@@ -239,6 +239,42 @@ def test_ctrl_c_detaches_even_when_the_watch_stalls_instead_of_unwinding() -> No
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 130
     assert "detached; re-attach with baton watch job-1" in lines.all()
+
+
+SWALLOWS_THE_INTERRUPT = """
+import time
+import typer
+from orchestrator.cli.jobs import detachable
+
+def main() -> None:
+    with detachable("job-1") as detach:
+        try:
+            print("watching", flush=True)
+            while True:
+                try:  # code that cannot let a KeyboardInterrupt out (a C extension's callback)
+                    time.sleep(0.05)
+                except KeyboardInterrupt:
+                    print("swallowed", flush=True)
+                detach.pause(0.05)
+        finally:
+            print("unwound", flush=True)
+
+typer.run(main)
+"""
+
+
+def test_ctrl_c_unwinds_the_watch_even_where_the_interrupt_would_be_swallowed() -> None:
+    """The interrupt is raised at the watch's next pause, from Baton's own code, never inside
+    whatever the watch was running when Ctrl-C came: the watch unwinds (its progress bar gives
+    the terminal back) without waiting for the grace timer."""
+    with _python(SWALLOWS_THE_INTERRUPT) as (process, lines):
+        lines.wait_for("watching")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+    out = lines.all()
+    assert "unwound" in out
+    assert "swallowed" not in out
+    assert "detached; re-attach with baton watch job-1" in out
 
 
 class Server:
