@@ -223,7 +223,7 @@ from orchestrator.cli.jobs import detachable
 def main() -> None:
     with detachable("job-1"):
         print("watching", flush=True)
-        while True:  # a watch whose unwinding never ends: it swallows the interrupt
+        while True:  # a watch that never reaches a pause (a call that hangs)
             try:
                 time.sleep(0.05)
             except KeyboardInterrupt:
