@@ -116,13 +116,13 @@ def watch_progress(
     client: BatonClient,
     job_id: str,
     interval: float = 1.0,
-    pause: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """A live bar across segments with the session's deadline and the ETA; 0 if it succeeded.
 
     Survives a server restart: while the server is unreachable it says "reconnecting…" and
     looks again with backoff, then goes on from the last event it printed. It waits with
-    `pause` (a `Detach.pause` under `detachable`)."""
+    `sleep` (a `Detach.pause` under `detachable`)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from orchestrator.wire import EventOut, JobOut, SegmentOut
@@ -150,7 +150,7 @@ def watch_progress(
             return events, found, segments
 
         while True:
-            events, job, segments = reconnecting(look, say, pause)
+            events, job, segments = reconnecting(look, say, sleep)
             for event in events:
                 last = event.id
                 say(render.event_line(event))
@@ -163,7 +163,7 @@ def watch_progress(
             )
             if job.state in FINISHED:
                 break
-            pause(interval)
+            sleep(interval)
     render.console.print(render.job_summary(job))
     return 0 if job.state == JobState.SUCCEEDED else 1
 
@@ -274,7 +274,7 @@ def submit(
         # From here on the job exists: Ctrl-C while watching it only detaches.
         with detachable(job.id) as detach:
             _show_submitted(client, job, as_json)
-            code = watch_progress(client, job.id, pause=detach.pause)
+            code = watch_progress(client, job.id, sleep=detach.pause)
     if code:
         raise typer.Exit(code)
 
@@ -358,7 +358,7 @@ def watch(ctx: typer.Context, job: JobArg, interval: IntervalOpt = 1.0) -> None:
     Reconnects if the server restarts. Exits 0 if the job succeeded, 1 if it failed or was
     cancelled; Ctrl-C detaches and leaves the job running."""
     with connect(ctx) as client, detachable(job) as detach:
-        code = watch_progress(client, job, interval, pause=detach.pause)
+        code = watch_progress(client, job, interval, sleep=detach.pause)
     if code:
         raise typer.Exit(code)
 
