@@ -145,16 +145,24 @@ class ChainRuns:
         # Under pytest-xdist each worker's folder sits in one folder of the run's own.
         self.shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "chains"
         self.shared.mkdir(exist_ok=True)
-        self._whole: dict[str, SegmentResult] = {}
+        self._whole: dict[str, Chain] = {}
         self._first: dict[str, Chain] = {}
 
     def whole(self, name: str, spec: SegmentSpec, timeout: float = 120) -> SegmentResult:
+        """The uninterrupted run's result."""
+        return self.whole_run(name, spec, timeout).results[0]
+
+    def whole_run(self, name: str, spec: SegmentSpec, timeout: float = 120) -> Chain:
+        """The uninterrupted run as a chain of one segment: its result and its checkpoint."""
         if name not in self._whole:
-            self._whole[name] = self._once(
-                f"{name}-whole",
-                lambda root: run_whole(spec, root, timeout),
-                lambda root: read_result(root, spec),
-            )
+
+            def make(root: Path) -> Chain:
+                return Chain([spec], [root], [run_whole(spec, root, timeout)])
+
+            def read(root: Path) -> Chain:
+                return Chain([spec], [root], [read_result(root, spec)])
+
+            self._whole[name] = self._once(f"{name}-whole", make, read)
         return self._whole[name]
 
     def first_segment(

@@ -3,6 +3,7 @@ its checkpoints must show (tests/trainers/test_chained_digest.py runs them all).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +18,13 @@ from tests.support.segments import make_spec
 from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
 from worker.boundary.manifest import verify_checkpoint
 from worker.checkpoint import runtime_state_file
+from worker.hf import HF_STATE_DIR, SUMMARY_LOG_KEY, TRAINER_STATE_NAME
 from worker.trainer import TRAINER_STATE_FILE
 
 # Checks of one committed checkpoint (its directory, its segment's result).
 SegmentCheck = Callable[[Path, SegmentResult], None]
-# Checks of the finished chain against the uninterrupted run.
-ChainCheck = Callable[[Chain, SegmentResult], None]
+# Checks of the finished chain against the uninterrupted run (a chain of one segment).
+ChainCheck = Callable[[Chain, Chain], None]
 
 
 @dataclass(frozen=True)
@@ -32,9 +34,10 @@ class Case:
     plan: list[Stop]
     # The outcomes the chain must start with; it must end COMPLETED after at least 3 segments.
     first_outcomes: list[Outcome]
-    # "all": every metric of the chain equals the whole run's, in order; "loss": the loss at
-    # every step; "logged": each of the whole run's metrics at a step the chain logged too.
-    metrics: Literal["all", "loss", "logged"] = "all"
+    # "all": every metric of the chain equals the whole run's, in order; "untimed": the same
+    # without how long an evaluation took; "loss": the loss at every step; "logged": each of the
+    # whole run's metrics at a step the chain logged too.
+    metrics: Literal["all", "untimed", "loss", "logged"] = "all"
     # Each segment trains at least one step (a deadline segment may not, on a slow machine).
     every_segment_trains: bool = True
     timeout: float = 120
@@ -80,10 +83,46 @@ TINY = Case(
 )
 
 
-def _every_step_logged(chain: Chain, whole: SegmentResult) -> None:
-    """The HF Trainer logs loss, learning rate and grad norm at every step."""
-    steps = [m["step"] for r in chain.results for m in r.metrics]
-    assert steps == list(range(1, whole.end_step + 1))
+# The Hugging Face case's steps, and the Trainer's evaluation every EVAL_EVERY of them: its
+# eval_loss series is chained too.
+HF_STEPS = 12
+EVAL_EVERY = 4
+HF_EVAL_STEPS = list(range(EVAL_EVERY, HF_STEPS + 1, EVAL_EVERY))
+
+
+def untimed(metrics: list[dict]) -> list[dict]:
+    """The metrics without how long an evaluation took (eval_runtime, ..._per_second)."""
+    return [
+        {k: v for k, v in m.items() if not k.endswith(("_runtime", "_per_second"))} for m in metrics
+    ]
+
+
+def hf_trainer_state(checkpoint: Path) -> dict:
+    """The Trainer's own state (trainer_state.json) in a committed checkpoint."""
+    return json.loads((checkpoint / HF_STATE_DIR / TRAINER_STATE_NAME).read_text())
+
+
+def _step_logs(state: dict) -> list[dict]:
+    return [entry for entry in state["log_history"] if SUMMARY_LOG_KEY not in entry]
+
+
+def _the_trainers_own_bookkeeping_chains(chain: Chain, whole: Chain) -> None:
+    """The HF Trainer logs loss, learning rate and grad norm at every step, and eval_loss at every
+    evaluation, as the whole run did; its own state (step, epoch, one log entry per step and
+    evaluation) chains too."""
+    chained = [m for r in chain.results for m in r.metrics]
+    assert [m["step"] for m in chained if "loss" in m] == list(range(1, HF_STEPS + 1))
+    evals = [(m["step"], m["eval_loss"]) for m in chained if "eval_loss" in m]
+    assert [step for step, _ in evals] == HF_EVAL_STEPS
+    whole_metrics = whole.results[0].metrics
+    assert evals == [(m["step"], m["eval_loss"]) for m in whole_metrics if "eval_loss" in m]
+    final = hf_trainer_state(chain.checkpoint)
+    expected = hf_trainer_state(whole.checkpoint)
+    assert (final["global_step"], final["epoch"]) == (HF_STEPS, 1.0)
+    assert (final["global_step"], final["epoch"]) == (expected["global_step"], expected["epoch"])
+    entries = HF_STEPS + len(HF_EVAL_STEPS) + 1  # steps, evaluations, the summary
+    assert len(final["log_history"]) == len(expected["log_history"]) == entries
+    assert untimed(_step_logs(final)) == untimed(_step_logs(expected))
 
 
 # The Hugging Face Trainer, joined by Baton's callback; steps padded to a fixed time, so a
@@ -93,13 +132,14 @@ HF = Case(
     make_spec(
         job_id="hf-lm",
         trainer="trainers.hf_lm:HFCausalLM",
-        config={"step_seconds": 0.25, "grad_accum": 2},
-        total_steps=12,
+        config={"step_seconds": 0.25, "grad_accum": 2, "eval_every": EVAL_EVERY},
+        total_steps=HF_STEPS,
         seed=11,
     ),
     [Sigterm(step=3), Sigterm(step=7), Complete()],
     STOPPED_TWICE,
-    check_chain=_every_step_logged,
+    metrics="untimed",
+    check_chain=_the_trainers_own_bookkeeping_chains,
 )
 
 LORA_CONFIG = {"r": 4, "alpha": 8, "dropout": 0.1, "target_modules": ["q_proj", "v_proj"]}
@@ -107,7 +147,7 @@ LORA_CONFIG = {"r": 4, "alpha": 8, "dropout": 0.1, "target_modules": ["q_proj", 
 ADAPTER_PARAMS = 2 * 2 * (4 * 64 + 64 * 4)
 
 
-def _only_the_adapters_are_saved(chain: Chain, whole: SegmentResult) -> None:
+def _only_the_adapters_are_saved(chain: Chain, whole: Chain) -> None:
     manifest = verify_checkpoint(chain.checkpoint)
     state = torch.load(chain.checkpoint / TRAINER_STATE_FILE, weights_only=True)
     assert set(state) == {"adapter", "optimizer", "scheduler", "sampler"}

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.chains import ChainRuns, run_chain
 from tests.support.segments import output_checkpoint
-from tests.trainers.chain_cases import CASES, Case, first_segment
+from tests.trainers.chain_cases import CASES, Case, first_segment, untimed
 from worker.boundary.contract import Outcome
 from worker.boundary.manifest import verify_checkpoint
 
@@ -22,7 +22,8 @@ from worker.boundary.manifest import verify_checkpoint
 def test_chained_segments_end_with_the_uninterrupted_digest(
     case: Case, chain_runs: ChainRuns, tmp_path: Path
 ) -> None:
-    whole = chain_runs.whole(case.name, case.spec, case.timeout)
+    whole_run = chain_runs.whole_run(case.name, case.spec, case.timeout)
+    whole = whole_run.results[0]
     start = first_segment(chain_runs, case)
     chain = run_chain(case.spec, case.plan, tmp_path, whole, timeout=case.timeout, start=start)
     if case.check_segment is not None:
@@ -45,6 +46,8 @@ def test_chained_segments_end_with_the_uninterrupted_digest(
     chained = [m for r in chain.results for m in r.metrics]
     if case.metrics == "all":
         assert chained == whole.metrics
+    elif case.metrics == "untimed":
+        assert untimed(chained) == untimed(whole.metrics)
     elif case.metrics == "loss":
         assert {m["step"]: m["loss"] for m in chained} == {
             m["step"]: m["loss"] for m in whole.metrics
@@ -55,4 +58,4 @@ def test_chained_segments_end_with_the_uninterrupted_digest(
             if metric["step"] in by_step:
                 assert by_step[metric["step"]] == metric
     if case.check_chain is not None:
-        case.check_chain(chain, whole)
+        case.check_chain(chain, whole_run)
