@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 TEST_WORKERS ?= 4
 FAST_WORKERS ?= 2
 
-.PHONY: demo test test-fast mutate mutate-sweep lint format bench clean
+.PHONY: demo test test-fast test-cpu mutate mutate-sweep lint format bench clean
 
 # Where PYTHONDONTWRITEBYTECODE is set (this machine's image sets it), Python caches no bytecode:
 # every process compiles the project's modules again (a test session, a pytest worker's
@@ -18,7 +18,7 @@ FAST_WORKERS ?= 2
 # each against its source's mtime and size. The mutation runner keeps them off in its copies
 # (tests/mutation/runner.py): a copy's file is edited and restored within a second, which a cache
 # could miss.
-demo test test-fast bench: export PYTHONDONTWRITEBYTECODE :=
+demo test test-fast test-cpu bench: export PYTHONDONTWRITEBYTECODE :=
 
 # The last step builds DeepSpeed's CPU shared-memory collective (deepspeed_shm_comm, kept in
 # ~/.cache/torch_extensions), which DeepSpeed otherwise compiles the first time a process starts
@@ -44,6 +44,14 @@ test: $(VENV)/.installed
 # Hypothesis properties included: the inner loop.
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -n $(FAST_WORKERS) -m "not slow"
+
+# `make test` with every test's CPU seconds, its sessions' and servers' included, each from a
+# cgroup of its own (tests/support/cpu_meter.py; root only), then the costliest tests and files.
+CPU_REPORT ?= .pytest_cache/cpu-report.jsonl
+test-cpu: $(VENV)/.installed
+	$(PY) -m pytest -n $(TEST_WORKERS) --maxschedchunk 1 -p tests.support.cpu_meter \
+		--cpu-report $(CPU_REPORT); \
+	status=$$?; $(PY) -m tests.support.cpu_meter $(CPU_REPORT); exit $$status
 
 # Every listed mutant against the tests that must catch it (docs/testing.md); CI runs --guarantees.
 mutate: $(VENV)/.installed
