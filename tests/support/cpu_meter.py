@@ -3,12 +3,11 @@
 `pytest -p tests.support.cpu_meter --cpu-report FILE` (`make test-cpu`) runs each test, its setup
 and teardown included, in a cgroup of its own: the kernel charges the test with the CPU of every
 process it starts, reaped or not (a supervisor, a session and its ranks, a server, a browser),
-until the test ends. What
-runs outside the test's process tree is not charged to it: a Slurm job under slurmd, PostgreSQL's
-and Redis's own processes, pytest's collection. Each test appends one JSON line to FILE: its node
-id, wall seconds, CPU seconds, and the test process's own share of them. Under pytest-xdist every
-worker appends to the same file. `python -m tests.support.cpu_meter FILE` prints the totals and
-the costliest tests and files.
+until the test ends. What runs outside the test's process tree is not charged to it: a Slurm job
+under slurmd, PostgreSQL's and Redis's own processes, pytest's collection. Each test appends one
+JSON line to FILE: its node id, wall seconds, CPU seconds, and the test process's own share of
+them. Under pytest-xdist every worker appends to the same file. `python -m tests.support.cpu_meter
+FILE` prints the totals and the costliest tests and files.
 
 It needs to create cgroups: root, with cgroup v1's `cpuacct` hierarchy or cgroup v2 (what this
 machine has; a container may have neither writable).
