@@ -119,7 +119,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         OPTION,
         metavar="FILE",
         type=Path,
-        help="write every test's CPU seconds to FILE, from a cgroup a test "
+        help="write every test's CPU seconds to FILE, each test in a cgroup of its own "
         "(tests/support/cpu_meter.py)",
     )
 

@@ -97,7 +97,7 @@ def untimed(metrics: list[dict]) -> list[dict]:
     ]
 
 
-def hf_trainer_state(checkpoint: Path) -> dict:
+def _hf_trainer_state(checkpoint: Path) -> dict:
     """The Trainer's own state (trainer_state.json) in a committed checkpoint."""
     return json.loads((checkpoint / HF_STATE_DIR / TRAINER_STATE_NAME).read_text())
 
@@ -116,8 +116,8 @@ def _the_trainers_own_bookkeeping_chains(chain: Chain, whole: Chain) -> None:
     assert [step for step, _ in evals] == HF_EVAL_STEPS
     whole_metrics = whole.results[0].metrics
     assert evals == [(m["step"], m["eval_loss"]) for m in whole_metrics if "eval_loss" in m]
-    final = hf_trainer_state(chain.checkpoint)
-    expected = hf_trainer_state(whole.checkpoint)
+    final = _hf_trainer_state(chain.checkpoint)
+    expected = _hf_trainer_state(whole.checkpoint)
     assert (final["global_step"], final["epoch"]) == (HF_STEPS, 1.0)
     assert (final["global_step"], final["epoch"]) == (expected["global_step"], expected["epoch"])
     entries = HF_STEPS + len(HF_EVAL_STEPS) + 1  # steps, evaluations, the summary
