@@ -19,6 +19,7 @@ from benchmarks.records import WayResult
 from benchmarks.workload import Workload
 from orchestrator.backends.local.sessions import SessionState, session_state, start_session
 from orchestrator.backends.local.supervisor import SessionExit, SessionPlan
+from orchestrator.backends.local.warm import shared_host
 from worker.boundary.manifest import read_manifest
 from worker.boundary.paths import CHECKPOINT_DIR
 
@@ -42,7 +43,7 @@ def _run_session(workload: Workload, run_dir: Path, root: Path, index: int) -> S
         grace_seconds=workload.grace_seconds,
         env={"PYTHONPATH": str(Path.cwd()), "PYTHONUNBUFFERED": "1"},
     )
-    start_session(root, plan)
+    start_session(root, plan, shared_host())  # as Baton's local backend starts its own
     while session_state(root) is SessionState.RUNNING:
         time.sleep(_POLL_SECONDS)
     ended = SessionExit.read(root)

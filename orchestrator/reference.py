@@ -24,10 +24,11 @@ def run_uninterrupted(
     limit_seconds: float = 24 * 3600,
     python: str | None = None,
     estimates: Estimates | None = None,
+    warm_start: bool = True,
 ) -> Collected:
     """Train all of `spec` in a single local session and collect its checkpoint; `estimates`:
     the costs earlier segments measured, as a chained segment gets them (none by default)."""
-    backend = LocalBackend(workdir / "sessions", python=python)
+    backend = LocalBackend(workdir / "sessions", python=python, warm_start=warm_start)
     plan = SegmentPlan(
         index=0,
         start_step=0,

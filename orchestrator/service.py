@@ -73,6 +73,7 @@ def build_backends(
     local = LocalBackend(
         settings.sessions_dir,
         python=settings.worker_python,
+        warm_start=settings.local_warm_start,
         trainer_paths=settings.trainer_path_dirs,
         grace_seconds=settings.kill_grace_seconds,
         slots=settings.local_slots,

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from orchestrator.backends.local import sessions
+from orchestrator.backends.local import sessions, warm
 from orchestrator.backends.local.supervisor import SessionExit, SessionPlan, SupervisorPid
 from tests.kaggle_emulator import packages
 from tests.kaggle_emulator.kernel_sessions import KernelSession
@@ -28,10 +28,18 @@ from worker.boundary.paths import WORKING_DIR
 SCRIPT_NAME = "__script__.py"
 # The container boots (Kaggle's timer already running), then starts the script as a child; the
 # booting process outlives SIGTERM so the supervisor waits for the script's own exit.
+# Where the session was forked from a warm host (the local backend's), the script is forked too.
 _BOOT = (
-    "import signal, subprocess, sys, time\n"
+    "import os, signal, subprocess, sys, time\n"
+    "from orchestrator.backends.local import forked_python\n"
     "time.sleep(float(sys.argv[1]))\n"
-    "script = subprocess.Popen([sys.executable, sys.argv[2]])\n"
+    "command = [sys.executable, sys.argv[2]]\n"
+    "if forked_python.can_fork(command):\n"
+    "    script = forked_python.fork_command(\n"
+    "        command, os.getcwd(), dict(os.environ), 1, new_session=False\n"
+    "    )\n"
+    "else:\n"
+    "    script = subprocess.Popen(command)\n"
     "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
     "sys.exit(script.wait())\n"
 )
@@ -113,7 +121,7 @@ class SupervisedRunner:
             cwd=WORKING_DIR,
             keep_output_on_timeout=session.cut_keeps_output,
         )
-        sessions.start_session(root, plan)
+        sessions.start_session(root, plan, warm.shared_host())
 
     def state(self, session: KernelSession) -> sessions.SessionState:
         return sessions.session_state(session.root)

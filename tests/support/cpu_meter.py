@@ -3,10 +3,12 @@
 `pytest -p tests.support.cpu_meter --cpu-report FILE` (`make test-cpu`) runs each test, its setup
 and teardown included, in a cgroup of its own: the kernel charges the test with the CPU of every
 process it starts, reaped or not (a supervisor, a session and its ranks, a server, a browser),
-until the test ends. What runs outside the test's process tree is not charged to it: a Slurm job
-under slurmd, PostgreSQL's and Redis's own processes, pytest's collection. Each test appends one
-JSON line to FILE: its node id, wall seconds, CPU seconds, and the test process's own share of
-them. Under pytest-xdist every worker appends to the same file. `python -m tests.support.cpu_meter
+until the test ends. The warm host that local sessions are forked from
+(orchestrator/backends/local/warm.py) moves into each test's cgroup with it, so a session is
+charged to the test that launched it. What runs outside the test's process tree is not charged
+to it: a Slurm job under slurmd, PostgreSQL's and Redis's own processes, pytest's collection.
+Each test appends one JSON line to FILE: its node id, wall seconds, CPU seconds, and the test
+process's own share of them. Under pytest-xdist every worker appends to the same file. `python -m tests.support.cpu_meter
 FILE` prints the totals and the costliest tests and files.
 
 It needs to create cgroups: root, with cgroup v1's `cpuacct` hierarchy or cgroup v2 (what this
@@ -26,6 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
+
+from orchestrator.backends.local import warm
 
 OPTION = "--cpu-report"
 V1_ROOT = Path("/sys/fs/cgroup/cpuacct")
@@ -69,13 +73,13 @@ class Cgroups:
     def join(self, name: str) -> Path:
         group = self.groups / name
         group.mkdir()
-        (group / "cgroup.procs").write_text(str(os.getpid()))
+        _move_launchers(group)
         return group
 
     def leave(self, group: Path) -> float:
         """Move back home; the group's CPU seconds. The group stays while processes the test
         left behind are still in it."""
-        (self.home / "cgroup.procs").write_text(str(os.getpid()))
+        _move_launchers(self.home)
         seconds = self._usage(group)
         with contextlib.suppress(OSError):
             group.rmdir()
@@ -86,6 +90,16 @@ class Cgroups:
             return int((group / "cpuacct.usage").read_text()) / 1e9
         stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
         return int(stat["usage_usec"]) / 1e6
+
+
+def _move_launchers(group: Path) -> None:
+    """This process into `group`, and its warm host: the sessions the host forks while a test
+    runs are born in the test's group, as those this process starts itself are."""
+    (group / "cgroup.procs").write_text(str(os.getpid()))
+    host = warm.shared_host().pid
+    if host is not None:
+        with contextlib.suppress(ProcessLookupError, OSError):
+            (group / "cgroup.procs").write_text(str(host))
 
 
 def _cpu_seconds() -> float:

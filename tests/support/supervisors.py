@@ -6,6 +6,7 @@ is written would leave the supervisor's Popen alive at interpreter exit (a Resou
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -13,23 +14,38 @@ from pathlib import Path
 
 import psutil
 
-from orchestrator.backends.local import sessions
+from orchestrator.backends.local import sessions, warm
 
 SUPERVISOR_MODULE = "orchestrator.backends.local.supervisor"
 
 
 def running_supervisors(roots: Iterable[Path] | None = None) -> list[psutil.Process]:
-    """Supervisor children of this process; only those of sessions under `roots` if given."""
-    wanted = None if roots is None else {str(root) for root in roots}
+    """Supervisors this process started, cold (its children) or warm (its warm host's); only
+    those of sessions under `roots` if given. A supervisor runs in its session's root."""
+    wanted = None if roots is None else {str(Path(root).resolve()) for root in roots}
     found = []
-    for child in psutil.Process().children():
+    for child in _started_here():
         try:
-            command = child.cmdline()
-            if SUPERVISOR_MODULE in command and (wanted is None or command[-1] in wanted):
+            if wanted is None or child.cwd() in wanted:
                 found.append(child)
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
             continue
     return found
+
+
+def _started_here() -> list[psutil.Process]:
+    started = []
+    for child in psutil.Process().children():
+        try:
+            if SUPERVISOR_MODULE in child.cmdline():
+                started.append(child)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    host = warm.shared_host().pid
+    if host is not None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            started.extend(psutil.Process(host).children())
+    return started
 
 
 def wait_for_supervisors(

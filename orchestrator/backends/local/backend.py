@@ -29,6 +29,7 @@ from orchestrator.backends.local.sessions import (
     stop_session,
 )
 from orchestrator.backends.local.supervisor import SessionExit, SessionPlan
+from orchestrator.backends.local.warm import shared_host
 from orchestrator.backends.log_tail import last_line, read_tail
 from worker.boundary.contract import READY_LOG, STARTUP_LOG, CheckpointRef, SegmentResult
 from worker.boundary.heartbeat import Heartbeat
@@ -73,6 +74,7 @@ class LocalBackend:
         sessions_dir: Path,
         *,
         python: str | None = None,
+        warm_start: bool = True,
         trainer_paths: Sequence[Path] = (),
         grace_seconds: float = 5.0,
         slots: int | None = None,
@@ -81,6 +83,8 @@ class LocalBackend:
         self.sessions_dir = sessions_dir
         self.poll_seconds = poll_seconds
         self.python = python or sys.executable
+        # Forked from this process's warm host (warm.py); a session of another Python is new.
+        self.warm_start = warm_start
         # BATON_TRAINER_PATHS: searched first, in the order submit searched them for the trainer.
         self.trainer_paths = [str(path) for path in trainer_paths]
         self.grace_seconds = grace_seconds
@@ -122,7 +126,7 @@ class LocalBackend:
 
     def _start(self, root: Path, plan: SessionPlan) -> None:
         """The one place a session process is spawned."""
-        start_session(root, plan)
+        start_session(root, plan, shared_host() if self.warm_start else None)
 
     def find(self, launch_id: str) -> str | None:
         root = self._root(launch_id)

@@ -28,10 +28,12 @@ import psutil
 
 from orchestrator.backends.local.supervisor import (
     CONTROL_SIGNALS,
+    LAUNCH_LOCK_FD_ENV,
     SessionExit,
     SessionPlan,
     SupervisorPid,
 )
+from orchestrator.backends.local.warm import HostLost, WarmHost
 from worker.boundary.paths import SessionPaths
 from worker.proctime import seconds_after_boot
 
@@ -50,8 +52,10 @@ class SessionBusy(Exception):
     """Another launcher holds this session's launch lock."""
 
 
-def start_session(root: Path, plan: SessionPlan) -> int:
+def start_session(root: Path, plan: SessionPlan, host: WarmHost | None = None) -> int:
     """Write the plan and start a detached supervisor for it; returns the supervisor's pid.
+    With `host`, the supervisor and a Python command of this interpreter are forked from it
+    (warm.py); otherwise each is a new process.
 
     `root` must exist and hold no session yet (see `clear_dead_launch`).
     """
@@ -63,32 +67,43 @@ def start_session(root: Path, plan: SessionPlan) -> int:
         except BlockingIOError:
             raise SessionBusy(f"{root.name} is being launched by another process") from None
         SessionPaths(root).session.write_text(json.dumps(asdict(plan), indent=2))
-        # The supervisor is born with its control signals blocked (a child inherits the mask)
-        # and unblocks them once its handlers are in place: a cancel sent while it starts up
-        # waits for the handler instead of killing it before it could kill the session.
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CONTROL_SIGNALS)
-        try:
-            with open(SessionPaths(root).log, "ab") as log:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "orchestrator.backends.local.supervisor", str(root)],
-                    cwd=root,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    pass_fds=(lock_fd,),
-                    env={**os.environ, "BATON_LAUNCH_LOCK_FD": str(lock_fd)},
-                )
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        with open(SessionPaths(root).log, "ab") as log:
+            if host is None:
+                pid = _spawn_supervisor(root, lock_fd, log.fileno())
+            else:
+                try:
+                    pid = host.start_supervisor(root, lock_fd, log.fileno())
+                except HostLost as exc:  # whether a supervisor started, session_state tells
+                    raise SessionBusy(str(exc)) from exc
     finally:
         # The supervisor holds the lock through its inherited copy until its pid file exists.
         os.close(lock_fd)
-    _children[proc.pid] = proc
     # Written here too (the supervisor writes the same record), so a cancel sent the moment
     # launch returns always finds the supervisor.
     with contextlib.suppress(OSError):  # gone already
-        SupervisorPid(proc.pid, seconds_after_boot(proc.pid)).write(root)
+        SupervisorPid(pid, seconds_after_boot(pid)).write(root)
+    return pid
+
+
+def _spawn_supervisor(root: Path, lock_fd: int, log_fd: int) -> int:
+    # The supervisor is born with its control signals blocked (a child inherits the mask)
+    # and unblocks them once its handlers are in place: a cancel sent while it starts up
+    # waits for the handler instead of killing it before it could kill the session.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, CONTROL_SIGNALS)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.backends.local.supervisor", str(root)],
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=(lock_fd,),
+            env={**os.environ, LAUNCH_LOCK_FD_ENV: str(lock_fd)},
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    _children[proc.pid] = proc
     return proc.pid
 
 

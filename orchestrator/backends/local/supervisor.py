@@ -30,6 +30,7 @@ from typing import Any
 
 import psutil
 
+from orchestrator.backends.local.forked_python import ForkedProcess, can_fork, fork_command
 from worker.boundary.contract import write_json_atomic
 from worker.boundary.paths import SessionPaths
 from worker.control import Command
@@ -148,7 +149,7 @@ def _become_subreaper() -> None:
         pass
 
 
-def _end_leftovers(proc: subprocess.Popen[bytes]) -> None:
+def _end_leftovers(proc: subprocess.Popen[bytes] | ForkedProcess) -> None:
     """Kill and reap whatever the session started and left running: its process group, and
     every descendant (other groups too, re-parented here as the subreaper)."""
     _signal_group(proc.pid, signal.SIGKILL)
@@ -179,7 +180,7 @@ class _Requests:
 
 
 def _wait_until(
-    proc: subprocess.Popen[bytes], deadline: float, requests: _Requests, root: Path
+    proc: subprocess.Popen[bytes] | ForkedProcess, deadline: float, requests: _Requests, root: Path
 ) -> bool:
     """Wait for the process to exit or the deadline; True if it exited."""
     stop_written = False
@@ -196,22 +197,31 @@ def _wait_until(
     return proc.poll() is not None
 
 
-def supervise(root: Path, requests: _Requests) -> SessionExit:
-    """Run the session to its end; SIGTERM to the supervisor cancels, SIGUSR1 asks a stop."""
-    plan = SessionPlan.read(root)
-    started_at = time.time()
-    limit_at = time.monotonic() + plan.limit_seconds
+def _start_command(plan: SessionPlan, root: Path) -> subprocess.Popen[bytes] | ForkedProcess:
+    """The session's process: forked where this supervisor was (warm.py), else a new one."""
+    cwd = root / plan.cwd
+    env = {**_base_environment(), **plan.env}
     with open(SessionPaths(root).log, "ab") as log:
-        proc = subprocess.Popen(
+        if can_fork(plan.command):
+            return fork_command(plan.command, str(cwd), env, log.fileno(), _session_preexec)
+        return subprocess.Popen(
             plan.command,
-            cwd=root / plan.cwd,
-            env={**_base_environment(), **plan.env},
+            cwd=cwd,
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             preexec_fn=_session_preexec,
         )
+
+
+def supervise(root: Path, requests: _Requests) -> SessionExit:
+    """Run the session to its end; SIGTERM to the supervisor cancels, SIGUSR1 asks a stop."""
+    plan = SessionPlan.read(root)
+    started_at = time.time()
+    limit_at = time.monotonic() + plan.limit_seconds
+    proc = _start_command(plan, root)
     timed_out = killed = False
     if not _wait_until(proc, limit_at, requests, root):
         if requests.cancel:

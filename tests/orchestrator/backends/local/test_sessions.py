@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -25,14 +26,28 @@ from orchestrator.backends.local.sessions import (
     stop_session,
 )
 from orchestrator.backends.local.supervisor import SessionExit, SessionPlan, SupervisorPid
+from orchestrator.backends.local.warm import WarmHost
 from worker.boundary.paths import LAUNCH_LOCK_FILE, SessionPaths
 from worker.proctime import seconds_after_boot
 
 
-def _start(root: Path, script: str, limit: float = 30.0) -> None:
+@pytest.fixture(scope="module")
+def warm_host() -> Iterator[WarmHost]:
+    host = WarmHost()
+    yield host
+    host.close()
+
+
+@pytest.fixture(params=["cold", "warm"])
+def host(request: pytest.FixtureRequest, warm_host: WarmHost) -> WarmHost | None:
+    """How the supervisor starts: a new interpreter, or forked from the warm host (warm.py)."""
+    return warm_host if request.param == "warm" else None
+
+
+def _start(root: Path, script: str, host: WarmHost | None = None, limit: float = 30.0) -> None:
     (root / "working").mkdir(parents=True)
     command = ["sh", "-c", f"echo $$ > worker.pid; {script}"]
-    start_session(root, SessionPlan(command, limit, grace_seconds=1.0, env={}))
+    start_session(root, SessionPlan(command, limit, grace_seconds=1.0, env={}), host)
 
 
 def _wait_finished(root: Path, timeout: float = 120) -> SessionExit:
@@ -59,8 +74,10 @@ def _gone(pid: int, timeout: float = 5) -> bool:
     return False
 
 
-def test_a_session_over_its_limit_is_killed_and_loses_its_output(tmp_path: Path) -> None:
-    _start(tmp_path, "touch working/partial; exec sleep 30", limit=1.0)
+def test_a_session_over_its_limit_is_killed_and_loses_its_output(
+    tmp_path: Path, host: WarmHost | None
+) -> None:
+    _start(tmp_path, "touch working/partial; exec sleep 30", host, limit=1.0)
     ended = _wait_finished(tmp_path)
     # It ignores SIGTERM (as the worker does until its handler is in place): killed after the
     # grace, long before its 30 s sleep would have ended it.
@@ -70,8 +87,8 @@ def test_a_session_over_its_limit_is_killed_and_loses_its_output(tmp_path: Path)
     assert not (tmp_path / "working").exists()
 
 
-def test_a_cancel_during_start_up_is_not_lost(tmp_path: Path) -> None:
-    _start(tmp_path, "exec sleep 30")
+def test_a_cancel_during_start_up_is_not_lost(tmp_path: Path, host: WarmHost | None) -> None:
+    _start(tmp_path, "exec sleep 30", host)
     cancel_session(tmp_path)  # at once: the supervisor is still importing
     ended = _wait_finished(tmp_path)
     record = (ended.exit_code, ended.cancelled, ended.killed, ended.output_dropped)
@@ -79,7 +96,7 @@ def test_a_cancel_during_start_up_is_not_lost(tmp_path: Path) -> None:
 
 
 def test_a_session_gets_only_its_plans_environment_and_folder_and_its_files_are_private(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: WarmHost | None
 ) -> None:
     """The orchestrator's own secrets stay out of a session: it inherits only the basics (PATH)
     and what its plan gives it, runs in its plan's folder, and what it writes is its owner's
@@ -89,7 +106,7 @@ def test_a_session_gets_only_its_plans_environment_and_folder_and_its_files_are_
     (tmp_path / "working").mkdir()
     script = "env > seen-env; pwd > seen-folder; touch written; sleep 1; exit 0"
     plan = SessionPlan(["sh", "-c", script], 30.0, 1.0, env={"SEGMENT": "3"}, cwd="working")
-    start_session(tmp_path, plan)
+    start_session(tmp_path, plan, host)
     ended = _wait_finished(tmp_path)
     record = (ended.exit_code, ended.timed_out, ended.killed, ended.cancelled, ended.output_dropped)
     assert record == (0, False, False, False, False)
@@ -102,8 +119,8 @@ def test_a_session_gets_only_its_plans_environment_and_folder_and_its_files_are_
     assert not SessionPaths(tmp_path).control.exists()
 
 
-def test_the_session_dies_with_its_supervisor(tmp_path: Path) -> None:
-    _start(tmp_path, "exec sleep 30")
+def test_the_session_dies_with_its_supervisor(tmp_path: Path, host: WarmHost | None) -> None:
+    _start(tmp_path, "exec sleep 30", host)
     worker_pid_file = tmp_path / "worker.pid"
     deadline = time.monotonic() + 120  # a hang guard
     while not worker_pid_file.exists():
@@ -175,7 +192,9 @@ def test_a_starting_supervisor_is_found_before_it_has_written_its_pid(tmp_path: 
     assert [p.name for p in tmp_path.iterdir()] == [LAUNCH_LOCK_FILE]
 
 
-def test_a_stop_reaches_the_worker_through_its_control_file(tmp_path: Path) -> None:
+def test_a_stop_reaches_the_worker_through_its_control_file(
+    tmp_path: Path, host: WarmHost | None
+) -> None:
     """A graceful stop is no signal (torchrun would take it as its ranks' death): the supervisor
     writes `pause` into the control file, which the worker reads when it is ready to."""
     worker = (
@@ -183,7 +202,7 @@ def test_a_stop_reaches_the_worker_through_its_control_file(tmp_path: Path) -> N
         "[time.sleep(0.05) for _ in iter(lambda: control.exists(), True)]; "
         "pathlib.Path('working/out').write_text(control.read_text())"
     )
-    _start(tmp_path, f'exec {sys.executable} -c "{worker}"')
+    _start(tmp_path, f'exec {sys.executable} -c "{worker}"', host)
     assert stop_session(tmp_path)
     ended = _wait_finished(tmp_path)
     assert (ended.exit_code, ended.output_dropped) == (0, False)
@@ -191,13 +210,15 @@ def test_a_stop_reaches_the_worker_through_its_control_file(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("new_group", [False, True], ids=["same-group", "own-session"])
-def test_no_process_of_a_session_outlives_it(tmp_path: Path, new_group: bool) -> None:
+def test_no_process_of_a_session_outlives_it(
+    tmp_path: Path, new_group: bool, host: WarmHost | None
+) -> None:
     """A child that ignores SIGTERM (a rank still starting up) and outlives the session's main
     process, in its group or in a session of its own, is killed before the session counts as
     ended: 2 s after status.json exists, nothing of it is alive."""
     spawn = "setsid " if new_group else ""
     leftover = f"{spawn}sh -c 'trap \"\" TERM; echo $$ > leftover.pid; exec sleep 300' &"
-    _start(tmp_path, f"{leftover} while [ ! -s leftover.pid ]; do sleep 0.05; done; exit 3")
+    _start(tmp_path, f"{leftover} while [ ! -s leftover.pid ]; do sleep 0.05; done; exit 3", host)
     ended = _wait_finished(tmp_path)
     assert ended.exit_code == 3
     pid = int((tmp_path / "leftover.pid").read_text())

@@ -1,0 +1,128 @@
+"""A session's Python command forked from the warm host runs as a new interpreter would run it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.backends.local.sessions import SessionState, session_state, start_session
+from orchestrator.backends.local.supervisor import SessionExit, SessionPlan
+from orchestrator.backends.local.warm import WarmHost
+from worker.boundary.paths import SessionPaths
+
+# What the command saw of its process, written where it ran.
+_PROBE = """\
+import json, os, sys
+print("out of the probe")
+report = {
+    "cwd": os.getcwd(),
+    "argv": sys.argv,
+    "name": __name__,
+    "path_head": sys.path[:2],
+    "env": sorted(key for key in os.environ if key.startswith("PROBE_") or key == "LEAK_ME"),
+    "stdin": sys.stdin.read(),
+    "torch_preloaded": "torch" in sys.modules,
+    "supervisor_loaded": "orchestrator.backends.local.supervisor" in sys.modules,
+    "customized": "sitecustomize" in sys.modules and sys.modules["sitecustomize"].MARK,
+}
+with open("report.json", "w") as f:
+    json.dump(report, f)
+sys.exit(int(os.environ.get("PROBE_EXIT", "0")))
+"""
+
+
+@pytest.fixture(scope="module")
+def host() -> Iterator[WarmHost]:
+    host = WarmHost()
+    yield host
+    host.close()
+
+
+def _run(root: Path, host: WarmHost, command: list[str], env: dict[str, str]) -> SessionExit:
+    SessionPaths(root).working.mkdir(parents=True)
+    start_session(root, SessionPlan(command, 60.0, 1.0, env=env, cwd="working"), host)
+    deadline = time.monotonic() + 60  # a hang guard, far above any run here
+    while session_state(root) is not SessionState.FINISHED:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    ended = SessionExit.read(root)
+    assert ended is not None
+    return ended
+
+
+@pytest.fixture
+def code(tmp_path: Path) -> Path:
+    """A PYTHONPATH entry with the probe module and a sitecustomize of its own."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "probe.py").write_text(_PROBE)
+    (code / "sitecustomize.py").write_text("MARK = 'from the session PYTHONPATH'\n")
+    return code
+
+
+@pytest.mark.parametrize("form", ["-m", "-c", "script"])
+def test_a_forked_command_sees_only_its_own_directory_environment_and_code(
+    tmp_path: Path, host: WarmHost, code: Path, form: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LEAK_ME", "the orchestrator's secret")
+    root = tmp_path / "session"
+    command = {
+        "-m": [sys.executable, "-m", "probe", "one", "two"],
+        "-c": [sys.executable, "-c", _PROBE, "one", "two"],
+        "script": [sys.executable, str(code / "probe.py"), "one", "two"],
+    }[form]
+    env = {"PYTHONPATH": str(code), "PROBE_EXIT": "3", "PROBE_ONLY": "here"}
+
+    ended = _run(root, host, command, env)
+
+    assert ended.exit_code == 3
+    assert "out of the probe" in SessionPaths(root).log.read_text()
+    working = SessionPaths(root).working
+    report = json.loads((working / "report.json").read_text())
+    assert report["cwd"] == str(working.resolve())
+    assert report["argv"][1:] == ["one", "two"]
+    assert report["name"] == "__main__"
+    first = {"-m": str(working.resolve()), "-c": "", "script": str(code)}[form]
+    assert report["path_head"] == [first, str(code)]
+    assert report["env"] == ["PROBE_EXIT", "PROBE_ONLY"]  # the orchestrator's own: not passed on
+    assert report["stdin"] == ""
+    # Forked after torch, and not after anything of Baton's: the supervisor's modules are not
+    # in the command's interpreter unless it imports them itself.
+    assert report["torch_preloaded"]
+    assert not report["supervisor_loaded"]
+    assert report["customized"] == "from the session PYTHONPATH"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("raise RuntimeError('boom')", 1),
+        ("import sys; sys.exit('a message')", 1),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", -signal.SIGKILL),
+        ("import atexit, sys; atexit.register(print, 'at exit'); sys.exit(0)", 0),
+    ],
+)
+def test_a_forked_command_ends_with_the_exit_code_a_new_interpreter_would(
+    tmp_path: Path, host: WarmHost, body: str, expected: int
+) -> None:
+    ended = _run(tmp_path, host, [sys.executable, "-c", body], {})
+    assert ended.exit_code == expected
+    log = SessionPaths(tmp_path).log.read_text()
+    if "RuntimeError" in body:
+        assert "RuntimeError: boom" in log
+    if "a message" in body:
+        assert "a message" in log
+    if "atexit" in body:
+        assert "at exit" in log
+
+
+def test_a_command_of_another_program_is_executed_as_before(tmp_path: Path, host: WarmHost) -> None:
+    ended = _run(tmp_path, host, ["sh", "-c", "echo from sh; exit 4"], {})
+    assert ended.exit_code == 4
+    assert "from sh" in SessionPaths(tmp_path).log.read_text()
