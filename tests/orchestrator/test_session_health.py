@@ -137,7 +137,8 @@ def test_a_frozen_session_shows_as_stalled(live_api: TestClient, settings: Setti
         live_api, job_id, lambda job: (job.get("progress") or {}).get("step", 0) > 0, timeout=120
     )
     assert job["progress"]["stalled"] is False
-    worker = next(p for p in session_processes(settings) if "worker" in p.cmdline())
+    # (One word of its command line: a warm-started session's is one string, its title.)
+    worker = next(p for p in session_processes(settings) if "worker" in command_words(p))
     worker.suspend()
     try:
         stalled = wait_for(live_api, job_id, lambda job: job["progress"]["stalled"], timeout=60)
@@ -154,6 +155,10 @@ def test_a_frozen_session_shows_as_stalled(live_api: TestClient, settings: Setti
     finally:
         live_api.post(f"/api/v1/jobs/{job_id}/cancel")
         worker.resume()
+
+
+def command_words(process: psutil.Process) -> list[str]:
+    return " ".join(process.cmdline()).split()
 
 
 def session_processes(settings: Settings) -> list[psutil.Process]:

@@ -14,6 +14,7 @@ Supervisors it forked outlive it, as detached supervisors always did.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -101,14 +102,18 @@ class WarmHost:
 _shared: WarmHost | None = None
 _shared_by = 0  # the process that made it: a forked child (a Celery pool's) makes its own
 _shared_lock = threading.Lock()
+_inherited: list[WarmHost] = []  # a parent's, in a forked child: left alone, never collected
 
 
 def shared_host() -> WarmHost:
-    """This process's host, started on its first launch, kept until exit."""
+    """This process's host, started on its first launch, ended at exit."""
     global _shared, _shared_by
     with _shared_lock:
         if _shared is None or _shared_by != os.getpid():
+            if _shared is not None:
+                _inherited.append(_shared)
             _shared, _shared_by = WarmHost(), os.getpid()
+            atexit.register(_shared.close)
         return _shared
 
 

@@ -4,12 +4,15 @@ a pause that came before the first step."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from orchestrator.config import Settings
 from tests.factories import job_spec, wait_finished, wait_for
+from worker.boundary.paths import SessionPaths
 
 pytestmark = pytest.mark.slow
 
@@ -34,11 +37,21 @@ def test_a_cancel_right_after_submit_always_cancels(live_api: TestClient, delay:
     assert live_api.get(f"/api/v1/jobs/{job_id}").json()["state"] == "cancelled"
 
 
-def test_a_pause_before_the_first_step_pauses_instead_of_failing(live_api: TestClient) -> None:
-    spec = job_spec(total_steps=40, retry={"max_failures": 0})
+def test_a_pause_before_the_first_step_pauses_instead_of_failing(
+    live_api: TestClient, settings: Settings, tmp_path: Path
+) -> None:
+    # The trainer's set-up waits for the gate until the pause has reached the session (its
+    # control file says so): before its first step on any machine, however fast it starts.
+    gate = tmp_path / "gate"
+    spec = job_spec(total_steps=40, retry={"max_failures": 0}, config={"load_gate": str(gate)})
     job_id = live_api.post("/api/v1/jobs", json=spec).json()["id"]
     wait_for(live_api, job_id, lambda job: job["state"] == "running", timeout=60)
     assert live_api.post(f"/api/v1/jobs/{job_id}/pause").status_code == 200
+    deadline = time.monotonic() + 60  # a hang guard
+    while not any(SessionPaths(root).control.exists() for root in settings.sessions_dir.iterdir()):
+        assert time.monotonic() < deadline, "the pause never reached the session"
+        time.sleep(0.05)
+    gate.touch()
 
     paused = wait_for(live_api, job_id, lambda job: job["state"] != "running", timeout=120)
     assert paused["state"] == "paused", paused
