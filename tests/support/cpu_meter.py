@@ -8,8 +8,8 @@ until the test ends. The warm host that local sessions are forked from
 charged to the test that launched it. What runs outside the test's process tree is not charged
 to it: a Slurm job under slurmd, PostgreSQL's and Redis's own processes, pytest's collection.
 Each test appends one JSON line to FILE: its node id, wall seconds, CPU seconds, and the test
-process's own share of them. Under pytest-xdist every worker appends to the same file. `python -m tests.support.cpu_meter
-FILE` prints the totals and the costliest tests and files.
+process's own share of them. Under pytest-xdist every worker appends to the same file.
+`python -m tests.support.cpu_meter FILE` prints the totals and the costliest tests and files.
 
 It needs to create cgroups: root, with cgroup v1's `cpuacct` hierarchy or cgroup v2 (what this
 machine has; a container may have neither writable).
