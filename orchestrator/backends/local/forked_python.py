@@ -103,31 +103,47 @@ def fork_command(
 ) -> ForkedProcess:
     """Start `command` (`can_fork` must hold), its stdin from /dev/null and its stdout and stderr
     into `stdout_fd`, as `Popen(..., start_new_session=new_session, preexec_fn=...)` would."""
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    pid = os.fork()
-    if pid:
-        return ForkedProcess(pid)
-    code = 1
-    try:
+
+    def command_in_child() -> int:
         if new_session:
             os.setsid()
         _reset_signal_handlers()
         if preexec_fn is not None:
             preexec_fn()
-        _take_streams(stdout_fd, unbuffered=bool(env.get("PYTHONUNBUFFERED")))
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
+        take_over(cwd, env, stdout_fd, unbuffered=bool(env.get("PYTHONUNBUFFERED")))
         set_title(command)
-        code = _run(list(command[1:]))
-    except BaseException:  # everything ends here: this child must never return into its parent
+        sys.orig_argv = list(command)
+        return _run(list(command[1:]))
+
+    return ForkedProcess(fork_running(command_in_child))
+
+
+def fork_running(child: Callable[[], int]) -> int:
+    """Fork, and in the child run `child` and exit with what it returns; the child's pid."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        code = child()
+    except BaseException:  # everything ends here: the child must never return into its parent
         traceback.print_exc()
     finally:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def take_over(cwd: str, env: Mapping[str, str], stdout_fd: int, *, unbuffered: bool) -> None:
+    """In a forked child: the directory, environment and standard streams (stdin /dev/null,
+    stdout and stderr into `stdout_fd`) an executed program would start with."""
+    _take_streams(stdout_fd, unbuffered=unbuffered)
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
 
 
 def _reset_signal_handlers() -> None:

@@ -23,7 +23,6 @@ import socket
 import subprocess
 import sys
 import threading
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -151,37 +150,20 @@ def _fork_supervisor(
 ) -> int:
     from orchestrator.backends.local import supervisor
 
-    # Born with its control signals blocked, as sessions.start_session's cold start is.
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, supervisor.CONTROL_SIGNALS)
-    try:
-        pid = os.fork()
-    except OSError:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        raise
-    if pid:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        return pid
-    code = 1
-    try:
+    root = request["root"]
+
+    def supervisor_in_child() -> int:
         channel.close()
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        root = request["root"]
-        os.chdir(root)
-        os.environ.clear()
-        os.environ.update(request["env"])
-        os.environ[supervisor.LAUNCH_LOCK_FD_ENV] = str(lock_fd)
+        env = {**request["env"], supervisor.LAUNCH_LOCK_FD_ENV: str(lock_fd)}
+        forked_python.take_over(root, env, log_fd, unbuffered=False)
         forked_python.set_title([sys.executable, "-m", supervisor.__name__, root])
-        code = supervisor.main(["supervisor", root])
-    except BaseException:  # this child must never return into the host's loop
-        traceback.print_exc()
+        return supervisor.main(["supervisor", root])
+
+    # Born with its control signals blocked, as sessions.start_session's cold start is.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, supervisor.CONTROL_SIGNALS)
+    try:
+        return forked_python.fork_running(supervisor_in_child)
     finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

@@ -126,3 +126,18 @@ def test_a_command_of_another_program_is_executed_as_before(tmp_path: Path, host
     ended = _run(tmp_path, host, ["sh", "-c", "echo from sh; exit 4"], {})
     assert ended.exit_code == 4
     assert "from sh" in SessionPaths(tmp_path).log.read_text()
+
+
+def test_two_forked_commands_draw_their_own_random_numbers(tmp_path: Path, host: WarmHost) -> None:
+    """Unseeded, Python's and NumPy's global generators differ from session to session, as in two
+    new interpreters: no session replays the host's draws. (Python's `random` reseeds itself in
+    a forked child; `numpy.random`, which no preload imports, seeds itself from the OS.)"""
+    code = "import random, numpy; print('drew', random.random(), numpy.random.random())"
+    draws = []
+    for name in ("one", "two"):
+        assert _run(tmp_path / name, host, [sys.executable, "-c", code], {}).exit_code == 0
+        log = SessionPaths(tmp_path / name).log.read_text()
+        draws.append(next(line for line in log.splitlines() if line.startswith("drew")))
+    python_draws = {line.split()[1] for line in draws}
+    numpy_draws = {line.split()[2] for line in draws}
+    assert len(python_draws) == len(numpy_draws) == 2
