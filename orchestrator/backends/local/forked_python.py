@@ -104,7 +104,12 @@ def fork_command(
     """Start `command` (`can_fork` must hold), its stdin from /dev/null and its stdout and stderr
     into `stdout_fd`, as `Popen(..., start_new_session=new_session, preexec_fn=...)` would."""
 
+    # Closed by the child once it is in its session: as Popen returns only after the exec, so
+    # a signal to the new process group right after this call reaches the command.
+    started, starting = os.pipe()
+
     def command_in_child() -> int:
+        os.close(started)
         if new_session:
             os.setsid()
         _reset_signal_handlers()
@@ -113,9 +118,18 @@ def fork_command(
         take_over(cwd, env, stdout_fd, unbuffered=bool(env.get("PYTHONUNBUFFERED")))
         set_title(command)
         sys.orig_argv = list(command)
+        os.close(starting)
         return _run(list(command[1:]))
 
-    return ForkedProcess(fork_running(command_in_child))
+    try:
+        pid = fork_running(command_in_child)
+    finally:
+        os.close(starting)
+    try:
+        os.read(started, 1)  # end of file: the child closed its end, or died
+    finally:
+        os.close(started)
+    return ForkedProcess(pid)
 
 
 def fork_running(child: Callable[[], int]) -> int:

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.local.sessions import SessionState, session_state, start_session
+from orchestrator.backends.local.sessions import (
+    SessionState,
+    cancel_session,
+    session_state,
+    start_session,
+)
 from orchestrator.backends.local.supervisor import SessionExit, SessionPlan
 from orchestrator.backends.local.warm import WarmHost
 from worker.boundary.paths import SessionPaths
@@ -141,3 +146,22 @@ def test_two_forked_commands_draw_their_own_random_numbers(tmp_path: Path, host:
     python_draws = {line.split()[1] for line in draws}
     numpy_draws = {line.split()[2] for line in draws}
     assert len(python_draws) == len(numpy_draws) == 2
+
+
+def test_a_forked_command_cancelled_as_it_starts_is_killed(tmp_path: Path, host: WarmHost) -> None:
+    """A cancel that reaches the supervisor the moment it has forked the command still kills it:
+    the fork returns once the command is in its own process group, as Popen returns after the
+    exec, so the supervisor's SIGKILL to that group finds it."""
+    for index in range(5):
+        root = tmp_path / str(index)
+        SessionPaths(root).working.mkdir(parents=True)
+        plan = SessionPlan([sys.executable, "-c", "import time; time.sleep(300)"], 60.0, 1.0, {})
+        start_session(root, plan, host)
+        assert cancel_session(root)
+        deadline = time.monotonic() + 60  # a hang guard, far below the command's 300 s
+        while session_state(root) is not SessionState.FINISHED:
+            assert time.monotonic() < deadline, "the cancelled session never ended"
+            time.sleep(0.05)
+        ended = SessionExit.read(root)
+        assert ended is not None
+        assert (ended.cancelled, ended.exit_code) == (True, -signal.SIGKILL)
