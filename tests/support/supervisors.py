@@ -1,4 +1,5 @@
-"""Supervisors this test process started: wait for them to exit, so none outlives its test.
+"""Supervisors this test process started: wait for their sessions to end and for them to exit,
+so none outlives its test.
 
 A session's supervisor writes status.json and then exits; a test that stops as soon as the status
 is written would leave the supervisor's Popen alive at interpreter exit (a ResourceWarning).
@@ -9,14 +10,29 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
 import psutil
 
 from orchestrator.backends.local import sessions, warm
+from orchestrator.backends.local.supervisor import SessionExit
 
 SUPERVISOR_MODULE = "orchestrator.backends.local.supervisor"
+
+
+def session_end(root: Path, timeout: float = 120) -> SessionExit:
+    """Wait until the session at `root` has finished; how it ended. A supervisor that died
+    without writing its status fails the test."""
+    deadline = time.monotonic() + timeout  # a hang guard, far above any session of the tests
+    while (state := sessions.session_state(root)) is not sessions.SessionState.FINISHED:
+        assert state is not sessions.SessionState.LOST, "the supervisor died without a status"
+        assert time.monotonic() < deadline, state
+        time.sleep(0.05)
+    ended = SessionExit.read(root)
+    assert ended is not None
+    return ended
 
 
 def running_supervisors(roots: Iterable[Path] | None = None) -> list[psutil.Process]:

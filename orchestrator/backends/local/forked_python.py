@@ -5,7 +5,7 @@ README's machine): a process forked from one that imported torch already skips t
 PyTorch's own DataLoader workers do. The child starts from the interpreter that preloaded
 (`mark_preloaded`) and drops every module imported after that, so the command imports Baton's and
 the user's code afresh, from its own `PYTHONPATH`, in its own directory and environment, with its
-own standard streams, exactly as `subprocess.Popen(command, ...)` would have it. Only the command
+own standard streams, as `subprocess.Popen(command, ...)` would have it. Only the command
 shapes `python -m MODULE ...`, `python -c CODE ...` and `python SCRIPT ...` of this very interpreter
 are run so (`can_fork`); anything else is executed as before.
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +70,20 @@ def _progress(page: Page) -> int:
 
 
 def test_sign_in_watch_three_sessions_live_pause_resume_finish(
-    settings: Settings, browser: Browser
+    settings: Settings, browser: Browser, tmp_path: Path
 ) -> None:
+    # Sessions of 30 steps; the second, third and fourth wait at a step gate until the page has
+    # shown them, so the page's 2 s refreshes see each on any machine, however fast it starts.
+    gates = {step: tmp_path / f"gate-{step}" for step in (45, 75, 105)}
     spec = job_spec(
         name="browser-job",
         total_steps=240,
-        config={"step_sleep": 0.05, "stop_every_steps": 30, "log_every": 5},
+        config={
+            "step_sleep": 0.05,
+            "stop_every_steps": 30,
+            "log_every": 5,
+            "step_gates": {str(step): str(gate) for step, gate in gates.items()},
+        },
     )
     with live_server(settings) as url:
         page = browser.new_page(viewport={"width": 1200, "height": 1400})
@@ -99,11 +107,21 @@ def test_sign_in_watch_three_sessions_live_pause_resume_finish(
         page.wait_for_url(f"{url}/ui/jobs/{job_id}")
         page.evaluate("window.__notReloaded = true")
         seen = {_progress(page)}
+
+        def watch_until(shown: Callable[[], bool]) -> None:
+            while not shown():
+                page.wait_for_timeout(200)  # polling the page; htmx refreshes it every 2 s
+                seen.add(_progress(page))
+                assert page.evaluate("window.__notReloaded") is True
+
+        def within_session_of(step: int) -> Callable[[], bool]:
+            return lambda: _progress(page) >= step - 15
+
+        for step in (45, 75):
+            watch_until(within_session_of(step))
+            gates[step].touch()
         # Three sessions of 30 steps each have committed, seen through live updates alone.
-        while len(page.locator("svg.timeline g").all()) < 4 or _progress(page) < 90:
-            page.wait_for_timeout(200)  # polling the page; htmx refreshes it every 2 s
-            seen.add(_progress(page))
-            assert page.evaluate("window.__notReloaded") is True
+        watch_until(lambda: page.locator("svg.timeline g").count() >= 4 and _progress(page) >= 90)
         assert len([value for value in seen if value > 0]) >= 3
         assert page.locator("svg.loss line.boundary").count() >= 2
         assert page.evaluate("window.__notReloaded") is True
@@ -119,6 +137,7 @@ def test_sign_in_watch_three_sessions_live_pause_resume_finish(
         page.locator("#action-pause").click()
         page.get_by_role("button", name="Yes, pause it").click()
         page.wait_for_url(f"{url}/ui/jobs/{job_id}")
+        gates[105].touch()  # the fourth session takes its step, reads the pause and commits
         page.locator("#job-status .state-paused").wait_for(timeout=WAIT_MS)
 
         page.locator("#action-resume").click()

@@ -5,20 +5,18 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from orchestrator.backends.local.sessions import (
-    SessionState,
     cancel_session,
-    session_state,
     start_session,
 )
 from orchestrator.backends.local.supervisor import SessionExit, SessionPlan
 from orchestrator.backends.local.warm import WarmHost
+from tests.support.supervisors import session_end
 from worker.boundary.paths import SessionPaths
 
 # What the command saw of its process, written where it ran.
@@ -52,13 +50,7 @@ def host() -> Iterator[WarmHost]:
 def _run(root: Path, host: WarmHost, command: list[str], env: dict[str, str]) -> SessionExit:
     SessionPaths(root).working.mkdir(parents=True)
     start_session(root, SessionPlan(command, 60.0, 1.0, env=env, cwd="working"), host)
-    deadline = time.monotonic() + 60  # a hang guard, far above any run here
-    while session_state(root) is not SessionState.FINISHED:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    ended = SessionExit.read(root)
-    assert ended is not None
-    return ended
+    return session_end(root)
 
 
 @pytest.fixture
@@ -158,10 +150,5 @@ def test_a_forked_command_cancelled_as_it_starts_is_killed(tmp_path: Path, host:
         plan = SessionPlan([sys.executable, "-c", "import time; time.sleep(300)"], 60.0, 1.0, {})
         start_session(root, plan, host)
         assert cancel_session(root)
-        deadline = time.monotonic() + 60  # a hang guard, far below the command's 300 s
-        while session_state(root) is not SessionState.FINISHED:
-            assert time.monotonic() < deadline, "the cancelled session never ended"
-            time.sleep(0.05)
-        ended = SessionExit.read(root)
-        assert ended is not None
+        ended = session_end(root, timeout=60)  # far below the command's 300 s
         assert (ended.cancelled, ended.exit_code) == (True, -signal.SIGKILL)

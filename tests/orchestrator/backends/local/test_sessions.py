@@ -25,8 +25,9 @@ from orchestrator.backends.local.sessions import (
     start_session,
     stop_session,
 )
-from orchestrator.backends.local.supervisor import SessionExit, SessionPlan, SupervisorPid
+from orchestrator.backends.local.supervisor import SessionPlan, SupervisorPid
 from orchestrator.backends.local.warm import WarmHost
+from tests.support.supervisors import session_end
 from worker.boundary.paths import LAUNCH_LOCK_FILE, SessionPaths
 from worker.proctime import seconds_after_boot
 
@@ -50,17 +51,6 @@ def _start(root: Path, script: str, host: WarmHost | None = None, limit: float =
     start_session(root, SessionPlan(command, limit, grace_seconds=1.0, env={}), host)
 
 
-def _wait_finished(root: Path, timeout: float = 120) -> SessionExit:
-    deadline = time.monotonic() + timeout  # a hang guard, far above any session here
-    while (state := session_state(root)) is not SessionState.FINISHED:
-        assert state is not SessionState.LOST, "the supervisor died without a status"
-        assert time.monotonic() < deadline, state
-        time.sleep(0.05)
-    ended = SessionExit.read(root)
-    assert ended is not None
-    return ended
-
-
 def _gone(pid: int, timeout: float = 5) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -78,7 +68,7 @@ def test_a_session_over_its_limit_is_killed_and_loses_its_output(
     tmp_path: Path, host: WarmHost | None
 ) -> None:
     _start(tmp_path, "touch working/partial; exec sleep 30", host, limit=1.0)
-    ended = _wait_finished(tmp_path)
+    ended = session_end(tmp_path)
     # It ignores SIGTERM (as the worker does until its handler is in place): killed after the
     # grace, long before its 30 s sleep would have ended it.
     record = (ended.exit_code, ended.timed_out, ended.killed, ended.output_dropped)
@@ -90,7 +80,7 @@ def test_a_session_over_its_limit_is_killed_and_loses_its_output(
 def test_a_cancel_during_start_up_is_not_lost(tmp_path: Path, host: WarmHost | None) -> None:
     _start(tmp_path, "exec sleep 30", host)
     cancel_session(tmp_path)  # at once: the supervisor is still importing
-    ended = _wait_finished(tmp_path)
+    ended = session_end(tmp_path)
     record = (ended.exit_code, ended.cancelled, ended.killed, ended.output_dropped)
     assert record == (-signal.SIGKILL, True, True, True)
 
@@ -107,7 +97,7 @@ def test_a_session_gets_only_its_plans_environment_and_folder_and_its_files_are_
     script = "env > seen-env; pwd > seen-folder; touch written; sleep 1; exit 0"
     plan = SessionPlan(["sh", "-c", script], 30.0, 1.0, env={"SEGMENT": "3"}, cwd="working")
     start_session(tmp_path, plan, host)
-    ended = _wait_finished(tmp_path)
+    ended = session_end(tmp_path)
     record = (ended.exit_code, ended.timed_out, ended.killed, ended.cancelled, ended.output_dropped)
     assert record == (0, False, False, False, False)
     working = tmp_path / "working"
@@ -149,7 +139,7 @@ def test_a_live_session_is_known_by_a_start_that_no_clock_change_moves(tmp_path:
     assert 0 < record.started_after_boot <= uptime
     assert session_state(tmp_path) is SessionState.RUNNING
     assert cancel_session(tmp_path)
-    assert _wait_finished(tmp_path).cancelled
+    assert session_end(tmp_path).cancelled
 
 
 def test_a_pid_record_written_before_the_upgrade_still_finds_its_live_supervisor(
@@ -204,7 +194,7 @@ def test_a_stop_reaches_the_worker_through_its_control_file(
     )
     _start(tmp_path, f'exec {sys.executable} -c "{worker}"', host)
     assert stop_session(tmp_path)
-    ended = _wait_finished(tmp_path)
+    ended = session_end(tmp_path)
     assert (ended.exit_code, ended.output_dropped) == (0, False)
     assert (tmp_path / "working" / "out").read_text() == "pause"
 
@@ -219,7 +209,7 @@ def test_no_process_of_a_session_outlives_it(
     spawn = "setsid " if new_group else ""
     leftover = f"{spawn}sh -c 'trap \"\" TERM; echo $$ > leftover.pid; exec sleep 300' &"
     _start(tmp_path, f"{leftover} while [ ! -s leftover.pid ]; do sleep 0.05; done; exit 3", host)
-    ended = _wait_finished(tmp_path)
+    ended = session_end(tmp_path)
     assert ended.exit_code == 3
     pid = int((tmp_path / "leftover.pid").read_text())
     assert _gone(pid, timeout=2)
@@ -248,6 +238,6 @@ def test_a_session_outlives_the_process_group_that_launched_it(tmp_path: Path) -
         assert process.stdout.readline() == b"started\n"
         os.killpg(process.pid, signal.SIGKILL)
     (tmp_path / "go").touch()
-    ended = _wait_finished(tmp_path)
+    ended = session_end(tmp_path)
     assert (ended.exit_code, ended.output_dropped) == (0, False)
     assert (tmp_path / "working" / "done").exists()

@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import psutil
 
 from orchestrator.backends.local.sessions import SessionState, session_state, start_session
-from orchestrator.backends.local.supervisor import SessionExit, SessionPlan
+from orchestrator.backends.local.supervisor import SessionPlan
 from orchestrator.backends.local.warm import WarmHost
+from tests.support.supervisors import session_end
 from worker.boundary.paths import SessionPaths
 
 
@@ -21,16 +21,6 @@ def _start(root: Path, host: WarmHost, code: str) -> int:
     SessionPaths(root).working.mkdir(parents=True)
     plan = SessionPlan([sys.executable, "-c", code], 60.0, 1.0, env={})
     return start_session(root, plan, host)
-
-
-def _finished(root: Path) -> SessionExit:
-    deadline = time.monotonic() + 60  # a hang guard, far above any run here
-    while session_state(root) is not SessionState.FINISHED:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    ended = SessionExit.read(root)
-    assert ended is not None
-    return ended
 
 
 def test_a_killed_host_is_replaced_and_its_sessions_run_on(tmp_path: Path) -> None:
@@ -47,10 +37,10 @@ def test_a_killed_host_is_replaced_and_its_sessions_run_on(tmp_path: Path) -> No
         _start(tmp_path / "second", host, "print('second')")
 
         assert host.pid not in (None, first_host)
-        assert _finished(tmp_path / "second").exit_code == 0
+        assert session_end(tmp_path / "second").exit_code == 0
         assert session_state(tmp_path / "first") is SessionState.RUNNING  # not the host's child
         gate.touch()
-        assert _finished(tmp_path / "first").exit_code == 0
+        assert session_end(tmp_path / "first").exit_code == 0
     finally:
         host.close()
 
@@ -68,4 +58,4 @@ def test_the_host_ends_with_its_launcher_and_leaves_its_sessions_running(tmp_pat
     assert not psutil.pid_exists(host_pid)
     assert session_state(tmp_path / "session") is SessionState.RUNNING
     gate.touch()
-    assert _finished(tmp_path / "session").exit_code == 0
+    assert session_end(tmp_path / "session").exit_code == 0
