@@ -227,7 +227,7 @@ def _run(args: list[str]) -> int:
         code = 0
     except SystemExit as exit_:
         code = _exit_code(exit_.code)
-    except BaseException:
+    except BaseException:  # as the interpreter's top level: the traceback, exit code 1
         traceback.print_exc()
         code = 1
     atexit._run_exitfuncs()
