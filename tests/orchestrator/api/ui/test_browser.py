@@ -108,20 +108,24 @@ def test_sign_in_watch_three_sessions_live_pause_resume_finish(
         page.evaluate("window.__notReloaded = true")
         seen = {_progress(page)}
 
-        def watch_until(shown: Callable[[], bool]) -> None:
-            while not shown():
-                page.wait_for_timeout(200)  # polling the page; htmx refreshes it every 2 s
-                seen.add(_progress(page))
+        def watch_until(shown: Callable[[int], bool]) -> None:
+            # Every value the page shows is recorded, the one that ends the wait included.
+            while True:
+                progress = _progress(page)
+                seen.add(progress)
                 assert page.evaluate("window.__notReloaded") is True
+                if shown(progress):
+                    return
+                page.wait_for_timeout(200)  # polling the page; htmx refreshes it every 2 s
 
-        def within_session_of(step: int) -> Callable[[], bool]:
-            return lambda: _progress(page) >= step - 15
+        def within_session_of(step: int) -> Callable[[int], bool]:
+            return lambda progress: progress >= step - 15
 
         for step in (45, 75):
             watch_until(within_session_of(step))
             gates[step].touch()
         # Three sessions of 30 steps each have committed, seen through live updates alone.
-        watch_until(lambda: page.locator("svg.timeline g").count() >= 4 and _progress(page) >= 90)
+        watch_until(lambda progress: progress >= 90 and page.locator("svg.timeline g").count() >= 4)
         assert len([value for value in seen if value > 0]) >= 3
         assert page.locator("svg.loss line.boundary").count() >= 2
         assert page.evaluate("window.__notReloaded") is True
