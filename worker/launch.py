@@ -1,8 +1,8 @@
 """Starts the ranks of a multi-rank segment under torchrun and reports how they ended.
 
 `python -m worker --root DIR` with `nproc > 1` in segment.json becomes this launcher. It runs
-torchrun in the same session directory, so every backend that starts the worker gets multi-rank
-segments for free. torchrun's elastic agent watches the ranks: when one exits non-zero or is
+torchrun's agent in its own interpreter (worker/torchrun.py), in the same session directory, so
+every backend that starts the worker gets multi-rank segments for free. torchrun's elastic agent watches the ranks: when one exits non-zero or is
 killed, it stops the others (no restarts: a retry is the orchestrator's decision, from the last
 commit). Rank 0 writes result.json; if it died before it could, this launcher writes the
 failure, so a segment never ends without a result.
@@ -13,39 +13,28 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
-from types import FrameType
 
 from worker.boundary.contract import Outcome, SegmentResult, SegmentSpec
 from worker.boundary.paths import RESULT_FILE, SessionPaths
 from worker.rank_notes import clear_rank_notes, peer_failure
 from worker.reasons import one_line
-from worker.torchrun import FirstFailure
+from worker.torchrun import FirstFailure, run_torchrun
 
 log = logging.getLogger("worker.launch")
 
 # How often torchrun's agent looks at its ranks; a dead rank is noticed within this.
 MONITOR_INTERVAL_SECONDS = 0.2
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 # Each rank's lines reach the session log prefixed with its rank, "[rank1]:" (the job page names
 # ranks by it: orchestrator/api/ui/log_view.py). torchrun tees them from per-rank files.
-RANK_LINE_PREFIX = {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}]:"}
+RANK_LINE_PREFIX = ("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[rank${rank}]:")
 
 
-def torchrun_command(
-    root: Path, nproc: int, started_at: float, report: Path, rank_logs: Path
-) -> list[str]:
+def torchrun_args(root: Path, nproc: int, started_at: float, rank_logs: Path) -> list[str]:
     return [
-        sys.executable,
-        "-m",
-        "worker.torchrun",
-        str(report),
         "--standalone",  # a private rendezvous on a free local port
         f"--nproc-per-node={nproc}",
         "--max-restarts=0",
@@ -71,20 +60,12 @@ def launch_ranks(spec: SegmentSpec, root: Path, started_at: float) -> SegmentRes
     report = paths.first_failure
     report.unlink(missing_ok=True)
     rank_logs = Path(tempfile.mkdtemp(prefix="baton-rank-logs-"))
-    process = subprocess.Popen(
-        torchrun_command(root, spec.nproc, started_at, report, rank_logs),
-        env={**os.environ, **RANK_LINE_PREFIX},
-    )
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        process.send_signal(signum)
-
-    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
+    name, template = RANK_LINE_PREFIX
+    os.environ[name] = template
     try:
-        returncode = process.wait()
+        returncode = run_torchrun(report, torchrun_args(root, spec.nproc, started_at, rank_logs))
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        del os.environ[name]
         shutil.rmtree(rank_logs, ignore_errors=True)
     first = FirstFailure.read(report)
     if result_path.exists():

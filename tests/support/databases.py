@@ -150,17 +150,21 @@ def _clone(template: str) -> str:
 class _ClonesAhead:
     """Clones made ahead by a background thread, `READY` at a time: a `CREATE DATABASE …
     TEMPLATE` waits on the disk (0.2 to 0.5 s on some VMs), and a test that takes a clone made
-    while the one before it ran does not wait for it. Those left at exit are dropped then; one
-    still being made then is an orphan, which the next test process drops."""
+    while the one before it ran does not wait for it. At exit the thread stops making them and
+    those made are dropped; one it cannot finish within `STOP_SECONDS` is an orphan, which the next
+    test process drops."""
 
     READY = 2
+    STOP_SECONDS = 10.0
 
     def __init__(self, template: str) -> None:
         self.owner = os.getpid()
         self.ready: queue.Queue[str | SQLAlchemyError] = queue.Queue(maxsize=self.READY)
-        threading.Thread(
+        self.stopping = threading.Event()
+        self.maker = threading.Thread(
             target=self._make, args=(template,), name="clone-ahead", daemon=True
-        ).start()
+        )
+        self.maker.start()
         atexit.register(self._drop_unused)
 
     def take(self) -> str:
@@ -171,7 +175,7 @@ class _ClonesAhead:
         return made
 
     def _make(self, template: str) -> None:
-        while True:
+        while not self.stopping.is_set():
             try:
                 self.ready.put(_clone(template))
             except SQLAlchemyError as exc:
@@ -179,6 +183,13 @@ class _ClonesAhead:
                 return
 
     def _drop_unused(self) -> None:
+        # Dropping one frees a place the thread would fill again: it stops first.
+        self.stopping.set()
+        self._drop_ready()  # a thread waiting to put its clone can, and then sees the stop
+        self.maker.join(self.STOP_SECONDS)
+        self._drop_ready()
+
+    def _drop_ready(self) -> None:
         while True:
             try:
                 made = self.ready.get_nowait()
