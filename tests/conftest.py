@@ -186,6 +186,15 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     yield from _database_of_its_own(request.param, tmp_path, cloned_postgres)
 
 
+@pytest.fixture(scope="module", params=DIALECTS)
+def module_database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """One database for a module's tests that change nothing in it (probes that must be answered
+    404 or 422), as `database_url` makes one."""
+    yield from _database_of_its_own(request.param, tmp_path_factory.mktemp("db"), cloned_postgres)
+
+
 @pytest.fixture(params=DIALECTS)
 def empty_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """An empty database, for migrating from scratch: SQLite in a temp dir, or a fresh

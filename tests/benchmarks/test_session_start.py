@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.session_start import report, run
 
 
+# The benchmark starts local sessions, cold and from a warm host.
+@pytest.mark.slow
 def test_one_session_each_way_is_measured_and_reported() -> None:
     figures = run(sessions=1)
     for way in ("cold", "warm"):
