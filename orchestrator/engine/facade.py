@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import BindParameter, bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
 from orchestrator.backends.base import Backend, Rejected, Transient
@@ -58,6 +58,23 @@ from worker.boundary.errors import Pending
 log = logging.getLogger(__name__)
 
 _RECONCILED_STATES = (JobState.QUEUED, JobState.RUNNING, JobState.WAITING)
+# The jobs due at :now, built once: every reconcile pass asks, and building the statement cost
+# about as much as running it.
+_NOW: BindParameter[datetime] = bindparam("now")
+_DUE = (
+    select(Job.id)
+    .where(
+        Job.state.in_([state.value for state in _RECONCILED_STATES])
+        | Job.id.in_(
+            select(Segment.job_id).where(
+                Segment.state.in_([state.value for state in ACTIVE_SEGMENT_STATES])
+            )
+        ),
+        or_(Job.next_attempt_at.is_(None), Job.next_attempt_at <= _NOW),
+        or_(Job.claim_owner.is_(None), Job.claim_expires_at < _NOW),
+    )
+    .order_by(Job.next_attempt_at.asc().nulls_first(), Job.created_at)
+)
 # A user action retries its compare-and-set this often when the engine moves the job meanwhile.
 _ACTION_ATTEMPTS = 5
 # A visit that ends a segment goes on to launch the next one at once, at most this many phases.
@@ -204,22 +221,9 @@ class Engine:
     def due_job_ids(self, now: datetime | None = None, limit: int | None = None) -> list[str]:
         """Jobs that need a look now: unfinished or with a live segment, due by their
         `next_attempt_at`, and not held by a live claim. Oldest due first."""
-        now = now or self.clock()
-        busy = select(Segment.job_id).where(
-            Segment.state.in_([state.value for state in ACTIVE_SEGMENT_STATES])
-        )
-        query = (
-            select(Job.id)
-            .where(
-                Job.state.in_([state.value for state in _RECONCILED_STATES]) | Job.id.in_(busy),
-                or_(Job.next_attempt_at.is_(None), Job.next_attempt_at <= now),
-                or_(Job.claim_owner.is_(None), Job.claim_expires_at < now),
-            )
-            .order_by(Job.next_attempt_at.asc().nulls_first(), Job.created_at)
-            .limit(limit)
-        )
+        query = _DUE if limit is None else _DUE.limit(limit)
         with self.db.transaction() as session:
-            return list(session.scalars(query))
+            return list(session.scalars(query, {"now": now or self.clock()}))
 
     def park_waiting(self, job_ids: list[str]) -> list[str]:
         """Of these due jobs, those waiting for a quota refresh still ahead, with nothing to do:
