@@ -2,10 +2,10 @@
 
 `python -m worker --root DIR` with `nproc > 1` in segment.json becomes this launcher. It runs
 torchrun's agent in its own interpreter (worker/torchrun.py), in the same session directory, so
-every backend that starts the worker gets multi-rank segments for free. torchrun's elastic agent watches the ranks: when one exits non-zero or is
-killed, it stops the others (no restarts: a retry is the orchestrator's decision, from the last
-commit). Rank 0 writes result.json; if it died before it could, this launcher writes the
-failure, so a segment never ends without a result.
+every backend that starts the worker gets multi-rank segments for free. torchrun's elastic agent
+watches the ranks: when one exits non-zero or is killed, it stops the others (no restarts: a
+retry is the orchestrator's decision, from the last commit). Rank 0 writes result.json; if it
+died before it could, this launcher writes the failure, so a segment never ends without a result.
 """
 
 from __future__ import annotations
