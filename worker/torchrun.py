@@ -79,5 +79,6 @@ def run_torchrun(report: Path, args: list[str]) -> int:
         return 128 + int(exc.sigval)
     finally:
         for signum, handler in handlers.items():
-            signal.signal(signum, handler)
+            if handler is not None:  # None: one set outside Python, which Python cannot restore
+                signal.signal(signum, handler)
     return 0
