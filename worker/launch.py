@@ -30,7 +30,8 @@ MONITOR_INTERVAL_SECONDS = 0.2
 
 # Each rank's lines reach the session log prefixed with its rank, "[rank1]:" (the job page names
 # ranks by it: orchestrator/api/ui/log_view.py). torchrun tees them from per-rank files.
-RANK_LINE_PREFIX = ("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[rank${rank}]:")
+RANK_LINE_PREFIX_ENV = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"
+RANK_LINE_PREFIX = "[rank${rank}]:"
 
 
 def torchrun_args(root: Path, nproc: int, started_at: float, rank_logs: Path) -> list[str]:
@@ -60,12 +61,11 @@ def launch_ranks(spec: SegmentSpec, root: Path, started_at: float) -> SegmentRes
     report = paths.first_failure
     report.unlink(missing_ok=True)
     rank_logs = Path(tempfile.mkdtemp(prefix="baton-rank-logs-"))
-    name, template = RANK_LINE_PREFIX
-    os.environ[name] = template
+    os.environ[RANK_LINE_PREFIX_ENV] = RANK_LINE_PREFIX  # read by the agent, in this process
     try:
         returncode = run_torchrun(report, torchrun_args(root, spec.nproc, started_at, rank_logs))
     finally:
-        del os.environ[name]
+        del os.environ[RANK_LINE_PREFIX_ENV]
         shutil.rmtree(rank_logs, ignore_errors=True)
     first = FirstFailure.read(report)
     if result_path.exists():
