@@ -48,13 +48,20 @@ class FirstFailure:
 
 
 def first_failure(failures: dict[int, Any]) -> FirstFailure:
-    """The earliest failure; within a timestamp's second, a death by a signal other than
-    SIGTERM (a kill, a crash) before an exit (a rank reacting to its broken peer)."""
+    """The earliest failure. Within a timestamp's second: a death by a signal other than SIGTERM
+    (a kill, a crash) first, then an exit (a rank that failed, or one reacting to its broken
+    peer), and a death by SIGTERM last: the agent sends it to the ranks still running once one
+    has failed, so a rank ended by it was not the cause."""
 
     def order(item: tuple[int, Any]) -> tuple[int, int, int]:
         rank, failure = item
-        caused = failure.exitcode < 0 and failure.exitcode != -signal.SIGTERM
-        return (int(failure.timestamp), 0 if caused else 1, rank)
+        if failure.exitcode == -signal.SIGTERM:
+            tier = 2
+        elif failure.exitcode < 0:
+            tier = 0
+        else:
+            tier = 1
+        return (int(failure.timestamp), tier, rank)
 
     rank, failure = min(failures.items(), key=order)
     return FirstFailure(rank=rank, exitcode=int(failure.exitcode))

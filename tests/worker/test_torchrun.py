@@ -24,9 +24,12 @@ def test_a_killed_rank_is_the_cause_over_the_rank_that_saw_its_peer_go() -> None
 
 def test_an_earlier_failure_wins_and_torchruns_own_sigterm_is_no_cause() -> None:
     assert first_failure({0: failure(101, -9), 1: failure(100, 1)}).rank == 1
+    # Rank 1 exited 2; the agent then ended rank 0, still running, with SIGTERM, in that second.
     found = first_failure({0: failure(100, -15), 1: failure(100, 2)})
-    assert found == FirstFailure(rank=0, exitcode=-15)
-    assert FirstFailure(rank=1, exitcode=2).describe() == "rank 1 exited with code 2"
+    assert found == FirstFailure(rank=1, exitcode=2)
+    assert found.describe() == "rank 1 exited with code 2"
+    # A SIGTERM a second before any other failure is still the first.
+    assert first_failure({0: failure(99, -15), 1: failure(100, 2)}).rank == 0
 
 
 # torchrun's agent starts two ranks of a module that exits 2 (json.tool, on a file that is not
