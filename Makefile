@@ -4,9 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # A CPU build of torch; a looser pin pulls a multi-GB CUDA build. Override on a GPU machine.
 TORCH ?= torch==2.13.0
-# pytest-xdist workers: two a core, since the suite mostly waits on sessions, servers and the
-# browser (README, "Tests and tooling").
-TEST_WORKERS ?= 4
+# pytest-xdist workers: three a core, since most of the suite's long tests wait (on a Slurm
+# allocation, an emulated Kaggle session, a deadline) with a core idle; the schedule starts them
+# beside the tests that keep a core busy (tests/support/schedule.py; README, "Tests and tooling").
+TEST_WORKERS ?= 6
 FAST_WORKERS ?= 2
 
 .PHONY: demo test test-fast test-cpu mutate mutate-sweep lint format bench clean
@@ -34,9 +35,9 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/baton demo
 
-# Every test, handed to the workers one at a time, the longest first (tests/support/schedule.py;
-# each test has its own directory, database, ports and sessions; the trainers' whole runs are
-# made once for all the workers: tests/trainers/conftest.py).
+# Every test, handed to the workers one at a time, the longest first, waiters beside busy tests
+# (tests/support/schedule.py; each test has its own directory, database, ports and sessions; the
+# trainers' whole runs are made once for all the workers: tests/trainers/conftest.py).
 test: $(VENV)/.installed
 	$(PY) -m pytest -n $(TEST_WORKERS) --maxschedchunk 1
 

@@ -41,7 +41,7 @@ from tests.support.databases import (
     seed_migrated,
 )
 from tests.support.marks import starts_processes, starts_processes_in
-from tests.support.schedule import longest_first, record_durations, recorded_durations
+from tests.support.schedule import record_durations, recorded, start_order, workers_and_cores
 from tests.support.segments import run_worker, start_worker, terminate_after_step
 from tests.support.serve import baton_serve
 from tests.support.supervisors import end_leftover_supervisors
@@ -83,7 +83,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if starts_processes_in(item, STARTERS):
             item.add_marker(pytest.mark.slow)
-    longest_first(items, recorded_durations(config))
+    start_order(items, recorded(config), *workers_and_cores(config))
 
 
 _MEASURED: dict[str, float] = {}

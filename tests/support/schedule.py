@@ -1,4 +1,5 @@
-"""The order tests start in: the longest first, so that no long test starts last on a worker.
+"""The order tests start in: the longest first, with the tests that mostly wait beside those that
+keep a core busy.
 
 `make test` hands tests to the pytest-xdist workers one at a time in collection order
 (`--maxschedchunk 1`), so sorting the longest first is the longest-processing-time rule: the
@@ -8,42 +9,108 @@ clone, CI's, starts its longest tests first too), else a hint: a `slow` test bef
 and among them one with a long `timeout` mark (the benchmarks' runs, the trainers' chains) first.
 Tests that are not slow keep their order, so a module's fixtures are made as rarely as before.
 
-`python -m tests.support.schedule` writes DURATIONS_FILE from the cache of the last `make test`.
+The suite has more workers than cores, because most of its long tests wait (on a Slurm
+allocation, an emulated Kaggle session, a deadline) with a core idle. Sorted by length alone,
+the longest tests start together, and they are mostly such waiters: the cores idle while they
+wait, and the tests that need a core queue up behind them. So the slow tests are dealt from two
+queues, each longest first: the waiters, which use under WAITING_SHARE of a core (the CPU seconds
+that `make test-cpu` measured, recorded in DURATIONS_FILE), and the rest. A queue's next test
+starts when it would on a share of the workers of its own: as many as the cores for the tests
+that keep a core busy, the others for the waiters. A test with no CPU figure is not a waiter.
+
+`python -m tests.support.schedule` writes DURATIONS_FILE from the cache of the last `make test`,
+with the CPU seconds of `make test-cpu`'s report where there is one.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 CACHE_KEY = "baton/durations"
 DURATIONS_FILE = Path(__file__).with_name("durations.json")
+CPU_REPORT = Path(".pytest_cache") / "cpu-report.jsonl"  # `make test-cpu`'s CPU_REPORT
 # Only tests at least this long are written to DURATIONS_FILE: the order of shorter ones hardly
 # moves the end of a run.
 RECORDED_FROM_SECONDS = 2.0
+# A test that keeps less than this share of one core busy, over its run, mostly waits.
+WAITING_SHARE = 0.5
 
 
-def longest_first(items: list[pytest.Item], durations: Mapping[str, float]) -> None:
-    """Sort `items` in place: slow tests first, the longest of them first."""
-    items.sort(key=lambda item: _start_key(item, durations))
+@dataclass(frozen=True)
+class Recorded:
+    """What the last runs measured: each test's seconds, and the CPU seconds of some."""
+
+    seconds: Mapping[str, float]
+    cpu: Mapping[str, float]
+
+    def waits(self, nodeid: str) -> bool:
+        cpu, seconds = self.cpu.get(nodeid), self.seconds.get(nodeid)
+        return cpu is not None and bool(seconds) and cpu < WAITING_SHARE * seconds
 
 
-def _start_key(item: pytest.Item, durations: Mapping[str, float]) -> tuple[bool, float]:
-    if item.get_closest_marker("slow") is None:
-        return True, 0.0
-    if item.nodeid in durations:
-        return False, -durations[item.nodeid]
+def start_order(items: list[pytest.Item], recorded: Recorded, workers: int, cores: int) -> None:
+    """Sort `items` in place: slow tests first, the longest first, the waiters dealt beside the
+    others as two queues on `workers` would start them; the other tests after, as collected."""
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    rest = [item for item in items if item.get_closest_marker("slow") is None]
+    slow.sort(key=lambda item: -_expected_seconds(item, recorded.seconds))
+    waiters = [item for item in slow if recorded.waits(item.nodeid)]
+    busy = [item for item in slow if not recorded.waits(item.nodeid)]
+    if workers <= cores or not waiters or not busy:
+        items[:] = [*slow, *rest]
+        return
+    starts = [
+        *_starts(busy, recorded.seconds, share=cores),
+        *_starts(waiters, recorded.seconds, share=workers - cores),
+    ]
+    starts.sort(key=lambda start: start[0])  # stable: at a tie, the busy test first
+    items[:] = [*(item for _, item in starts), *rest]
+
+
+def _starts(
+    queue: list[pytest.Item], seconds: Mapping[str, float], share: int
+) -> list[tuple[float, pytest.Item]]:
+    """When each of `queue`'s tests would start on `share` workers of its own, taken in order."""
+    starts, queued = [], 0.0
+    for item in queue:
+        starts.append((queued / share, item))
+        queued += seconds.get(item.nodeid, 0.0)
+    return starts
+
+
+def _expected_seconds(item: pytest.Item, seconds: Mapping[str, float]) -> float:
+    if item.nodeid in seconds:
+        return seconds[item.nodeid]
     timeout = item.get_closest_marker("timeout")
-    return False, -float(timeout.args[0]) if timeout is not None and timeout.args else 0.0
+    return float(timeout.args[0]) if timeout is not None and timeout.args else 0.0
 
 
-def recorded_durations(config: pytest.Config) -> dict[str, float]:
-    """Each test's seconds in the last run that recorded them: pytest's cache over the file."""
-    committed = json.loads(DURATIONS_FILE.read_text()) if DURATIONS_FILE.exists() else {}
-    return {**committed, **_cached(config)}
+def workers_and_cores(config: pytest.Config) -> tuple[int, int]:
+    """The pytest-xdist workers of this run (1 without it) and this machine's cores."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if not workers:  # the controlling process, or no pytest-xdist
+        numprocesses = getattr(config.option, "numprocesses", None)
+        workers = numprocesses if isinstance(numprocesses, int) and numprocesses > 0 else 1
+    return workers, os.cpu_count() or 1
+
+
+def recorded(config: pytest.Config) -> Recorded:
+    """Each test's seconds in the last run that recorded them (pytest's cache over the file),
+    and the CPU seconds the file records."""
+    committed = _committed()
+    seconds = {name: entry["seconds"] for name, entry in committed.items()}
+    cpu = {name: entry["cpu"] for name, entry in committed.items() if "cpu" in entry}
+    return Recorded(seconds={**seconds, **_cached(config)}, cpu=cpu)
+
+
+def _committed() -> dict[str, dict[str, float]]:
+    return json.loads(DURATIONS_FILE.read_text()) if DURATIONS_FILE.exists() else {}
 
 
 def _cached(config: pytest.Config) -> dict[str, float]:
@@ -62,18 +129,27 @@ def record_durations(config: pytest.Config, measured: Mapping[str, float]) -> No
     cache.set(CACHE_KEY, {**_cached(config), **measured})
 
 
-def write_durations_file(cache_dir: Path) -> int:
-    """Write the cache's durations of RECORDED_FROM_SECONDS or more to DURATIONS_FILE."""
-    cached = json.loads((cache_dir / "v" / CACHE_KEY).read_text())
-    kept = {
-        name: round(seconds, 1)
-        for name, seconds in sorted(cached.items())
-        if seconds >= RECORDED_FROM_SECONDS
-    }
-    DURATIONS_FILE.write_text(json.dumps(kept, indent=0) + "\n")
+def write_durations_file(root: Path) -> int:
+    """Write the cache's durations of RECORDED_FROM_SECONDS or more to DURATIONS_FILE, each
+    with its CPU seconds from the CPU report under `root` if it has them, else as recorded."""
+    cached = json.loads((root / ".pytest_cache" / "v" / CACHE_KEY).read_text())
+    cpu = {name: entry["cpu"] for name, entry in _committed().items() if "cpu" in entry}
+    report = root / CPU_REPORT
+    if report.exists():
+        for line in report.read_text().splitlines():
+            cost = json.loads(line)
+            cpu[cost["nodeid"]] = cost["cpu"]
+    kept: dict[str, dict[str, float]] = {}
+    for name, seconds in sorted(cached.items()):
+        if seconds >= RECORDED_FROM_SECONDS:
+            kept[name] = {"seconds": round(seconds, 1)}
+            if name in cpu:
+                kept[name]["cpu"] = round(cpu[name], 1)
+    lines = ",\n".join(f"{json.dumps(name)}: {json.dumps(entry)}" for name, entry in kept.items())
+    DURATIONS_FILE.write_text(f"{{\n{lines}\n}}\n")  # a test a line
     return len(kept)
 
 
 if __name__ == "__main__":
     root = Path(__file__).resolve().parents[2]
-    print(f"{write_durations_file(root / '.pytest_cache')} durations in {DURATIONS_FILE}")
+    print(f"{write_durations_file(root)} durations in {DURATIONS_FILE}")
