@@ -13,13 +13,14 @@ The suite has more workers than cores, because most of its long tests wait (on a
 allocation, an emulated Kaggle session, a deadline) with a core idle. Sorted by length alone,
 the longest tests start together, and they are mostly such waiters: the cores idle while they
 wait, and the tests that need a core queue up behind them. So the slow tests are dealt from two
-queues, each longest first: the waiters, which use under WAITING_SHARE of a core (the CPU seconds
-that `make test-cpu` measured, recorded in DURATIONS_FILE), and the rest. A queue's next test
-starts when it would on a share of the workers of its own: as many as the cores for the tests
-that keep a core busy, the others for the waiters. A test with no CPU figure is not a waiter.
+queues, each longest first: the waiters, which kept under WAITING_SHARE of a core busy (their CPU
+seconds over their seconds in a `make test-cpu` run, recorded in DURATIONS_FILE), and the rest. A
+queue's next test starts when it would on a share of the workers of its own: as many as the cores
+for the tests that keep a core busy, the others for the waiters. A test with no share recorded is
+not a waiter.
 
 `python -m tests.support.schedule` writes DURATIONS_FILE from the cache of the last `make test`,
-with the CPU seconds of `make test-cpu`'s report where there is one.
+with the shares of a core from `make test-cpu`'s report where there is one.
 """
 
 from __future__ import annotations
@@ -40,18 +41,19 @@ CPU_REPORT = Path(".pytest_cache") / "cpu-report.jsonl"  # `make test-cpu`'s CPU
 RECORDED_FROM_SECONDS = 2.0
 # A test that keeps less than this share of one core busy, over its run, mostly waits.
 WAITING_SHARE = 0.5
+SHARE = "core_share"  # DURATIONS_FILE's key for it
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """What the last runs measured: each test's seconds, and the CPU seconds of some."""
+    """What the last runs measured: each test's seconds, and for some the share of a core they
+    kept busy (their CPU seconds over their seconds in the one run that measured both)."""
 
     seconds: Mapping[str, float]
-    cpu: Mapping[str, float]
+    core_share: Mapping[str, float]
 
     def waits(self, nodeid: str) -> bool:
-        cpu, seconds = self.cpu.get(nodeid), self.seconds.get(nodeid)
-        return cpu is not None and bool(seconds) and cpu < WAITING_SHARE * seconds
+        return self.core_share.get(nodeid, WAITING_SHARE) < WAITING_SHARE
 
 
 def start_order(items: list[pytest.Item], recorded: Recorded, workers: int, cores: int) -> None:
@@ -59,28 +61,29 @@ def start_order(items: list[pytest.Item], recorded: Recorded, workers: int, core
     others as two queues on `workers` would start them; the other tests after, as collected."""
     slow = [item for item in items if item.get_closest_marker("slow") is not None]
     rest = [item for item in items if item.get_closest_marker("slow") is None]
-    slow.sort(key=lambda item: -_expected_seconds(item, recorded.seconds))
+    expected = {item.nodeid: _expected_seconds(item, recorded.seconds) for item in slow}
+    slow.sort(key=lambda item: -expected[item.nodeid])
     waiters = [item for item in slow if recorded.waits(item.nodeid)]
     busy = [item for item in slow if not recorded.waits(item.nodeid)]
     if workers <= cores or not waiters or not busy:
         items[:] = [*slow, *rest]
         return
     starts = [
-        *_starts(busy, recorded.seconds, share=cores),
-        *_starts(waiters, recorded.seconds, share=workers - cores),
+        *_starts(busy, expected, share=cores),
+        *_starts(waiters, expected, share=workers - cores),
     ]
     starts.sort(key=lambda start: start[0])  # stable: at a tie, the busy test first
     items[:] = [*(item for _, item in starts), *rest]
 
 
 def _starts(
-    queue: list[pytest.Item], seconds: Mapping[str, float], share: int
+    queue: list[pytest.Item], expected: Mapping[str, float], share: int
 ) -> list[tuple[float, pytest.Item]]:
     """When each of `queue`'s tests would start on `share` workers of its own, taken in order."""
     starts, queued = [], 0.0
     for item in queue:
         starts.append((queued / share, item))
-        queued += seconds.get(item.nodeid, 0.0)
+        queued += expected[item.nodeid]
     return starts
 
 
@@ -102,11 +105,11 @@ def workers_and_cores(config: pytest.Config) -> tuple[int, int]:
 
 def recorded(config: pytest.Config) -> Recorded:
     """Each test's seconds in the last run that recorded them (pytest's cache over the file),
-    and the CPU seconds the file records."""
+    and the share of a core of those the file records it for."""
     committed = _committed()
     seconds = {name: entry["seconds"] for name, entry in committed.items()}
-    cpu = {name: entry["cpu"] for name, entry in committed.items() if "cpu" in entry}
-    return Recorded(seconds={**seconds, **_cached(config)}, cpu=cpu)
+    core_share = {name: entry[SHARE] for name, entry in committed.items() if SHARE in entry}
+    return Recorded(seconds={**seconds, **_cached(config)}, core_share=core_share)
 
 
 def _committed() -> dict[str, dict[str, float]]:
@@ -131,20 +134,22 @@ def record_durations(config: pytest.Config, measured: Mapping[str, float]) -> No
 
 def write_durations_file(root: Path) -> int:
     """Write the cache's durations of RECORDED_FROM_SECONDS or more to DURATIONS_FILE, each
-    with its CPU seconds from the CPU report under `root` if it has them, else as recorded."""
+    with the share of a core it kept busy from the CPU report under `root` (`make test-cpu`'s)
+    if that has it, else as the file recorded it."""
     cached = json.loads((root / ".pytest_cache" / "v" / CACHE_KEY).read_text())
-    cpu = {name: entry["cpu"] for name, entry in _committed().items() if "cpu" in entry}
+    core_share = {name: entry[SHARE] for name, entry in _committed().items() if SHARE in entry}
     report = root / CPU_REPORT
     if report.exists():
         for line in report.read_text().splitlines():
             cost = json.loads(line)
-            cpu[cost["nodeid"]] = cost["cpu"]
+            if cost["wall"] > 0:
+                core_share[cost["nodeid"]] = cost["cpu"] / cost["wall"]
     kept: dict[str, dict[str, float]] = {}
     for name, seconds in sorted(cached.items()):
         if seconds >= RECORDED_FROM_SECONDS:
             kept[name] = {"seconds": round(seconds, 1)}
-            if name in cpu:
-                kept[name]["cpu"] = round(cpu[name], 1)
+            if name in core_share:
+                kept[name][SHARE] = round(core_share[name], 2)
     lines = ",\n".join(f"{json.dumps(name)}: {json.dumps(entry)}" for name, entry in kept.items())
     DURATIONS_FILE.write_text(f"{{\n{lines}\n}}\n")  # a test a line
     return len(kept)

@@ -33,9 +33,9 @@ def _ordered(items: list[_Item], recorded: Recorded, workers: int, cores: int = 
     return [item.nodeid for item in pytest_items]
 
 
-# Two tests that keep a core busy (CPU near their seconds) and three that wait.
+# Two tests that keep a core busy and three that wait.
 SECONDS = {"busy_a": 60.0, "busy_b": 40.0, "wait_a": 200.0, "wait_b": 100.0, "wait_c": 90.0}
-CPU = {"busy_a": 55.0, "busy_b": 38.0, "wait_a": 5.0, "wait_b": 10.0, "wait_c": 3.0}
+CORE_SHARE = {"busy_a": 0.9, "busy_b": 0.95, "wait_a": 0.03, "wait_b": 0.1, "wait_c": 0.03}
 
 
 def test_waiters_start_beside_busy_tests_instead_of_all_together() -> None:
@@ -43,7 +43,7 @@ def test_waiters_start_beside_busy_tests_instead_of_all_together() -> None:
         _Item("fast_1", slow=False),
         _Item("fast_0", slow=False),
     ]
-    order = _ordered(items, Recorded(SECONDS, CPU), workers=4)
+    order = _ordered(items, Recorded(SECONDS, CORE_SHARE), workers=4)
     # Longest first would start the three waiters together with one busy test; dealt from
     # two queues, on two workers each, both busy tests start in the first wave beside the two
     # longest waiters, and the last waiter when the first of those would have ended.
@@ -59,7 +59,7 @@ def test_without_cpu_figures_or_spare_workers_the_longest_start_first() -> None:
     items = [_Item(name) for name in SECONDS]
     assert _ordered(items, Recorded(SECONDS, {}), workers=4) == longest_first
     items = [_Item(name) for name in SECONDS]
-    assert _ordered(items, Recorded(SECONDS, CPU), workers=2) == longest_first
+    assert _ordered(items, Recorded(SECONDS, CORE_SHARE), workers=2) == longest_first
 
 
 def test_an_unrecorded_slow_test_is_placed_by_its_timeout_mark() -> None:
@@ -71,22 +71,22 @@ def test_an_unrecorded_slow_test_is_placed_by_its_timeout_mark() -> None:
     ]
 
 
-def test_the_file_takes_this_runs_seconds_and_the_cpu_reports_figures(
+def test_the_file_takes_this_runs_seconds_and_the_cpu_reports_shares(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     durations = tmp_path / "durations.json"
-    durations.write_text(json.dumps({"old": {"seconds": 9.0, "cpu": 11.0}}))
+    durations.write_text(json.dumps({"old": {"seconds": 9.0, "core_share": 0.9}}))
     monkeypatch.setattr(schedule, "DURATIONS_FILE", durations)
     cache = tmp_path / ".pytest_cache" / "v" / schedule.CACHE_KEY
     cache.parent.mkdir(parents=True)
     cache.write_text(json.dumps({"old": 12.34, "measured": 30.0, "quick": 0.5}))
     (tmp_path / schedule.CPU_REPORT).write_text(
-        json.dumps({"nodeid": "measured", "wall": 30.0, "cpu": 4.44, "own": 1.0}) + "\n"
+        json.dumps({"nodeid": "measured", "wall": 20.0, "cpu": 3.0, "own": 1.0}) + "\n"
     )
     assert schedule.write_durations_file(tmp_path) == 2
     assert json.loads(durations.read_text()) == {
-        "measured": {"seconds": 30.0, "cpu": 4.4},
-        "old": {"seconds": 12.3, "cpu": 11.0},  # its CPU as recorded: the report has none
+        "measured": {"seconds": 30.0, "core_share": 0.15},
+        "old": {"seconds": 12.3, "core_share": 0.9},  # its share as recorded: the report has none
     }
     # What a fresh clone reads: the seconds and which tests wait.
     recorded = schedule.recorded(cast(pytest.Config, object()))
