@@ -15,24 +15,23 @@ from orchestrator.config import Settings
 from orchestrator.service import build_services, prestart
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def served_api(settings: Settings, *, embedded_loop: bool = True) -> Iterator[str]:
     """`baton serve` over `settings` in a thread (with its reconcile loop unless told not to);
     yields its URL, and stops it on the way out."""
     prestart(settings)
     services = build_services(settings, embedded_loop=embedded_loop)
-    port = free_port()
+    # Bound here and handed to the server: a port probed free and bound later may be taken in
+    # between by any outgoing connection's local port.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
     server = uvicorn.Server(
         uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning")
     )
-    thread = threading.Thread(target=server.run, name="baton-api", daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [listener]}, name="baton-api", daemon=True
+    )
     thread.start()
     try:
         while not server.started:
@@ -43,4 +42,5 @@ def served_api(settings: Settings, *, embedded_loop: bool = True) -> Iterator[st
     finally:
         server.should_exit = True
         thread.join()
+        listener.close()
         services.db.dispose()

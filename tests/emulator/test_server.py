@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from tests.emulator import calls
 from tests.factories import FAST_EMULATOR
 from tests.kaggle_emulator import start_emulator
 from tests.kaggle_emulator.options import REPO_ROOT
+from tests.support.ports import free_port
 
 # An unmodified client inside a session: kagglesdk's own environment switch and the session's
 # own token, exactly as a kernel on Kaggle would build it.
@@ -42,9 +42,7 @@ def test_a_session_reaches_the_emulator_on_its_ephemeral_port(tmp_path: Path) ->
 
 
 def test_command_line_entry_point(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     command = [sys.executable, "-m", "tests.kaggle_emulator", "--port", str(port)]
     command += ["--root", str(tmp_path), "--user", "carol:carol-key"]
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import socket
 import sys
 import threading
 import time
@@ -31,6 +30,7 @@ from orchestrator.models import KaggleCredential, User
 from orchestrator.secret_box import SecretBox, SecretBoxError
 from orchestrator.service import build_services, prestart
 from tests.support.marks import starts_processes
+from tests.support.ports import free_port
 
 KEY_A = Fernet.generate_key().decode()
 KEY_B = Fernet.generate_key().decode()
@@ -132,9 +132,7 @@ def server_url(cli_env: Settings) -> Iterator[str]:
     """A real HTTP server, as `baton serve` runs it, for the commands that use the API."""
     prestart(cli_env)
     services = build_services(cli_env, embedded_loop=False)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning")
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,15 +27,9 @@ from cryptography.fernet import Fernet
 from tests.factories import ADMIN_TOKEN, require_services, stop_sessions
 from tests.kaggle_emulator import Emulator, start_emulator
 from tests.support.databases import enter_postgres, postgres_schema
+from tests.support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _wait(condition_met: Callable[[], bool], what: str, timeout: float) -> None:

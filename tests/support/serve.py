@@ -14,8 +14,8 @@ import httpx
 
 from orchestrator.config import Settings
 from tests.factories import ADMIN_TOKEN
-from tests.scale.cluster import free_port
 from tests.support.hostile_receivers import wait_until
+from tests.support.ports import free_port
 
 
 @contextmanager

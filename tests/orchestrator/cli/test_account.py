@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator.cli import main
 from tests.factories import ADMIN_TOKEN, auth, make_settings
-from tests.scale.cluster import free_port
+from tests.support.ports import free_port
 from tests.support.serve import baton_serve
 
 BATON = str(Path(sys.executable).parent / "baton")

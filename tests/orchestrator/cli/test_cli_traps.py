@@ -39,6 +39,7 @@ from tests.factories import (
     wait_finished,
     wait_for,
 )
+from tests.support.ports import free_port
 
 STATES = "queued, running, waiting, paused, succeeded, failed, cancelled"
 
@@ -318,9 +319,7 @@ def _until(condition: Callable[[], bool], timeout: float = 60) -> None:
 
 def test_watch_reconnects_when_the_server_restarts(cli_env: Settings) -> None:
     prestart(cli_env)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = Server(cli_env, port)
     server.start()
@@ -345,17 +344,11 @@ def test_watch_reconnects_when_the_server_restarts(cli_env: Settings) -> None:
     assert not any("Traceback" in line for line in lines.seen)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_logs_follow_prints_every_line_once_across_sessions_and_a_restart(
     cli_env: Settings, tmp_path: Path
 ) -> None:
     prestart(cli_env)
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     server = Server(cli_env, int(url.rsplit(":", 1)[1]), engine=True)
     server.start()
     # Three sessions of 30 steps, cut by step count (not time), each step's line logged.

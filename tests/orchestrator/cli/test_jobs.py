@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import socket
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -19,6 +18,7 @@ from orchestrator.cli import main
 from orchestrator.config import Settings
 from tests.factories import ADMIN_TOKEN, job_spec, live_server, wait_finished
 from tests.support.marks import starts_processes
+from tests.support.ports import free_port
 
 
 @pytest.fixture
@@ -126,9 +126,7 @@ def test_jobs_pages_with_the_cursor_it_prints(
 
 
 def test_server_down_is_one_clear_line(cli_env: Settings) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     message = _error("--url", closed, "jobs")
     assert message.startswith(f"cannot reach the Baton server at {closed}")
 

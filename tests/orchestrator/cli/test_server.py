@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from orchestrator.config import Settings
 from tests.factories import ADMIN_TOKEN, job_spec
-from tests.scale.cluster import free_port
+from tests.support.ports import free_port
 
 
 def test_a_taken_port_stops_serve_before_its_reconcile_loop_starts(
