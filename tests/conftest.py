@@ -83,7 +83,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if starts_processes_in(item, STARTERS):
             item.add_marker(pytest.mark.slow)
-    start_order(items, recorded(config), *workers_and_cores(config))
+    start_order(items, recorded(config), *workers_and_cores())
 
 
 _MEASURED: dict[str, float] = {}

@@ -94,13 +94,10 @@ def _expected_seconds(item: pytest.Item, seconds: Mapping[str, float]) -> float:
     return float(timeout.args[0]) if timeout is not None and timeout.args else 0.0
 
 
-def workers_and_cores(config: pytest.Config) -> tuple[int, int]:
-    """The pytest-xdist workers of this run (1 without it) and this machine's cores."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
-    if not workers:  # the controlling process, or no pytest-xdist
-        numprocesses = getattr(config.option, "numprocesses", None)
-        workers = numprocesses if isinstance(numprocesses, int) and numprocesses > 0 else 1
-    return workers, os.cpu_count() or 1
+def workers_and_cores() -> tuple[int, int]:
+    """The pytest-xdist workers of this run and this machine's cores. Only the workers collect
+    under pytest-xdist; a run without it is one worker."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), os.cpu_count() or 1
 
 
 def recorded(config: pytest.Config) -> Recorded:
